@@ -1,0 +1,41 @@
+/**
+ * The one database seam. Core functions take a `Queryable` (pg's Client, PoolClient or Pool all fit) or a
+ * pool they can check a session out of, never a global, so the write API joins the caller's transaction.
+ */
+export interface QueryResultLike<R> {
+  rows: R[];
+  rowCount: number | null;
+}
+
+export interface Queryable {
+  // biome-ignore lint/suspicious/noExplicitAny: pg's own signature; rows are typed at each call site.
+  query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
+}
+
+export interface SessionClient extends Queryable {
+  release(destroy?: boolean | Error): void;
+}
+
+export interface SessionPool {
+  connect(): Promise<SessionClient>;
+}
+
+/** Runs `work` in a transaction on a session of its own; rolls back (and discards a broken session) on error. */
+export async function withTransaction<T>(pool: SessionPool, work: (client: SessionClient) => Promise<T>) {
+  const client = await pool.connect();
+  try {
+    await client.query("begin");
+    const result = await work(client);
+    await client.query("commit");
+    client.release();
+    return result;
+  } catch (error) {
+    // A failed rollback means the connection itself is gone: destroy it rather than return it to the pool.
+    const rollbackFailed = await client.query("rollback").then(
+      () => false,
+      () => true,
+    );
+    client.release(rollbackFailed ? (error as Error) : undefined);
+    throw error;
+  }
+}

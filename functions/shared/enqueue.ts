@@ -1,0 +1,135 @@
+import { randomUUID } from "node:crypto";
+import type { Queryable } from "./db.ts";
+import { ValidationError } from "./errors.ts";
+import { type OutboxLocation, outboxNames } from "./identifiers.ts";
+import {
+  checkGroupId,
+  checkHeaders,
+  checkName,
+  checkSqsText,
+  messageAttributes,
+  messageSize,
+  SQS_MAX_MESSAGE_BYTES,
+  serializePayload,
+} from "./sqsMessage.ts";
+
+export interface OutboxEvent<TPayload = unknown> {
+  aggregateType: string;
+  /** Becomes the SQS MessageGroupId: events of one aggregate are delivered in the order they were enqueued. */
+  aggregateId: string;
+  eventType: string;
+  payload: TPayload;
+  /** Trace context, correlation ids: sent as SQS message attributes (at most 5). */
+  headers?: Record<string, string>;
+  /** Not published before this time (defaults to the transaction's now()). */
+  availableAt?: Date;
+}
+
+export interface EnqueuedEvent {
+  id: string;
+  seq: bigint;
+}
+
+export interface EnqueueOptions extends OutboxLocation {
+  /** The queue's MaximumMessageSize; body plus attributes must fit. Default 1 MiB, the SQS maximum. */
+  maxMessageBytes?: number;
+}
+
+interface ValidRow {
+  id: string;
+  aggregateType: string;
+  aggregateId: string;
+  eventType: string;
+  payloadJson: string;
+  headersJson: string;
+  availableAt: Date | null;
+}
+
+// A timestamp of the length the relay will send (ISO 8601, milliseconds, Z) for the size check.
+const SIZE_PROBE_DATE = new Date(0);
+
+/**
+ * Writes events to the outbox with the caller's connection, so they commit or roll back with the caller's
+ * business rows. Everything is validated before the single INSERT: a bad event throws a ValidationError
+ * naming the field and leaves the caller's transaction usable and nothing written.
+ */
+export async function enqueue<T>(db: Queryable, event: OutboxEvent<T>, options?: EnqueueOptions): Promise<EnqueuedEvent>;
+export async function enqueue<T>(
+  db: Queryable,
+  events: readonly OutboxEvent<T>[],
+  options?: EnqueueOptions,
+): Promise<EnqueuedEvent[]>;
+export async function enqueue<T>(
+  db: Queryable,
+  input: OutboxEvent<T> | readonly OutboxEvent<T>[],
+  options: EnqueueOptions = {},
+): Promise<EnqueuedEvent | EnqueuedEvent[]> {
+  const names = outboxNames(options);
+  const many = Array.isArray(input);
+  const events: readonly OutboxEvent<T>[] = many ? input : [input as OutboxEvent<T>];
+  const rows = events.map((event, index) =>
+    validateEvent(event, many ? `events[${index}]` : "event", options.maxMessageBytes ?? SQS_MAX_MESSAGE_BYTES),
+  );
+  if (rows.length === 0) return [];
+
+  // One round trip for any number of events. Ids are generated here so results can be matched by id rather
+  // than trusting RETURNING order; `order by ord` makes identity values follow the array order.
+  const { rows: inserted } = await db.query<{ id: string; seq: string }>(
+    `insert into ${names.qualified} (id, aggregate_type, aggregate_id, event_type, payload, headers, available_at)
+     select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, coalesce(e.available_at, now())
+     from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::timestamptz[])
+          with ordinality as e(id, aggregate_type, aggregate_id, event_type, payload, headers, available_at, ord)
+     order by e.ord
+     returning id, seq`,
+    [
+      rows.map((row) => row.id),
+      rows.map((row) => row.aggregateType),
+      rows.map((row) => row.aggregateId),
+      rows.map((row) => row.eventType),
+      rows.map((row) => row.payloadJson),
+      rows.map((row) => row.headersJson),
+      rows.map((row) => row.availableAt),
+    ],
+  );
+  const seqById = new Map(inserted.map((row) => [row.id, BigInt(row.seq)]));
+  const result = rows.map((row) => ({ id: row.id, seq: seqById.get(row.id) ?? missing(row.id) }));
+  return many ? result : (result[0] as EnqueuedEvent);
+}
+
+function missing(id: string): never {
+  throw new Error(`insert did not return event ${id}`);
+}
+
+function validateEvent(event: OutboxEvent<unknown>, at: string, maxMessageBytes: number): ValidRow {
+  if (event === null || typeof event !== "object") {
+    throw new ValidationError(at, "must be an object with aggregateType, aggregateId, eventType and payload");
+  }
+  const aggregateType = checkName(`${at}.aggregateType`, event.aggregateType);
+  const aggregateId = checkGroupId(`${at}.aggregateId`, event.aggregateId);
+  const eventType = checkName(`${at}.eventType`, event.eventType);
+  const headers = checkHeaders(`${at}.headers`, event.headers);
+  const payloadJson = serializePayload(`${at}.payload`, event.payload);
+  checkSqsText(`${at}.payload`, payloadJson);
+  const availableAt = event.availableAt ?? null;
+  if (availableAt !== null && !(availableAt instanceof Date && Number.isFinite(availableAt.getTime()))) {
+    throw new ValidationError(`${at}.availableAt`, "must be a valid Date");
+  }
+  const id = randomUUID();
+  const attributes = messageAttributes({
+    id,
+    aggregateType,
+    aggregateId,
+    eventType,
+    headers,
+    createdAt: SIZE_PROBE_DATE,
+    body: payloadJson,
+  });
+  const size = messageSize(payloadJson, attributes);
+  if (size > maxMessageBytes) {
+    throw new ValidationError(
+      `${at}.payload`,
+      `message would be ${size} bytes (payload plus attributes), over the limit of ${maxMessageBytes}`,
+    );
+  }
+  return { id, aggregateType, aggregateId, eventType, payloadJson, headersJson: JSON.stringify(headers), availableAt };
+}

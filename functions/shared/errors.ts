@@ -1,0 +1,51 @@
+/**
+ * One small hierarchy so callers can branch on `instanceof` and logs carry a stable `name`.
+ * Every wrapper passes `{ cause }` so the original stack and SQLSTATE survive.
+ */
+export class OutboxError extends Error {
+  override name = "OutboxError";
+}
+
+/** Input the write API or the relay refuses; `field` names what was wrong. */
+export class ValidationError extends OutboxError {
+  override name = "ValidationError";
+  readonly field: string;
+  constructor(field: string, problem: string, options?: ErrorOptions) {
+    super(`${field}: ${problem}`, options);
+    this.field = field;
+  }
+}
+
+/** A configuration value (environment variable, option) is missing or malformed. */
+export class ConfigError extends OutboxError {
+  override name = "ConfigError";
+}
+
+/** A migration file could not be applied. */
+export class MigrationError extends OutboxError {
+  override name = "MigrationError";
+}
+
+/** SQS refused a whole request (as opposed to one entry of a batch). */
+export class PublishError extends OutboxError {
+  override name = "PublishError";
+}
+
+/**
+ * SQLSTATEs worth retrying: the transaction was rolled back by the server for reasons that say nothing
+ * about the statement (serialization, deadlock, failover, admin shutdown, lost connection).
+ */
+const RETRYABLE_SQLSTATES = new Set(["40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"]);
+
+export function isRetryableDatabaseError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== "string") {
+    // Socket-level failures from `pg` carry Node's error codes (ECONNRESET, ...), or none at all.
+    return error instanceof Error && /ECONN|EPIPE|ETIMEDOUT|Connection terminated/i.test(`${code} ${error.message}`);
+  }
+  return RETRYABLE_SQLSTATES.has(code) || code.startsWith("08");
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

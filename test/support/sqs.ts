@@ -1,0 +1,38 @@
+import { randomBytes } from "node:crypto";
+import { CreateQueueCommand, ReceiveMessageCommand, type Message, SQSClient } from "@aws-sdk/client-sqs";
+import { inject } from "vitest";
+import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
+
+export function sqsClient(endpoint = inject("awsEndpoint")): SQSClient {
+  return new SQSClient({ ...LOCAL_AWS, endpoint });
+}
+
+export async function createFifoQueue(sqs: SQSClient, prefix = "outbox-test"): Promise<string> {
+  const { QueueUrl } = await sqs.send(
+    new CreateQueueCommand({
+      QueueName: `${prefix}-${randomBytes(4).toString("hex")}.fifo`,
+      Attributes: { FifoQueue: "true", MaximumMessageSize: "1048576", VisibilityTimeout: "60" },
+    }),
+  );
+  if (QueueUrl === undefined) throw new Error("CreateQueue returned no QueueUrl");
+  return QueueUrl;
+}
+
+/** Receives until `count` messages arrived or `timeoutMs` passed (long polls; no fixed sleeps). */
+export async function receiveAll(sqs: SQSClient, queueUrl: string, count: number, timeoutMs = 20_000) {
+  const messages: Message[] = [];
+  const deadline = Date.now() + timeoutMs;
+  while (messages.length < count && Date.now() < deadline) {
+    const { Messages = [] } = await sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: queueUrl,
+        MaxNumberOfMessages: 10,
+        WaitTimeSeconds: 1,
+        MessageAttributeNames: ["All"],
+        MessageSystemAttributeNames: ["All"],
+      }),
+    );
+    messages.push(...Messages);
+  }
+  return messages;
+}

@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    globalSetup: ["test/support/globalSetup.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    // Two cores: more workers only queue on the CPU and on the one Postgres.
+    maxWorkers: 3,
+  },
+});
