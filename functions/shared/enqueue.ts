@@ -53,7 +53,11 @@ const SIZE_PROBE_DATE = new Date(0);
  * business rows. Everything is validated before the single INSERT: a bad event throws a ValidationError
  * naming the field and leaves the caller's transaction usable and nothing written.
  */
-export async function enqueue<T>(db: Queryable, event: OutboxEvent<T>, options?: EnqueueOptions): Promise<EnqueuedEvent>;
+export async function enqueue<T>(
+  db: Queryable,
+  event: OutboxEvent<T>,
+  options?: EnqueueOptions,
+): Promise<EnqueuedEvent>;
 export async function enqueue<T>(
   db: Queryable,
   events: readonly OutboxEvent<T>[],
@@ -68,7 +72,11 @@ export async function enqueue<T>(
   const many = Array.isArray(input);
   const events: readonly OutboxEvent<T>[] = many ? input : [input as OutboxEvent<T>];
   const rows = events.map((event, index) =>
-    validateEvent(event, many ? `events[${index}]` : "event", options.maxMessageBytes ?? SQS_MAX_MESSAGE_BYTES),
+    validateEvent(
+      event,
+      many ? `events[${index}]` : "event",
+      options.maxMessageBytes ?? SQS_MAX_MESSAGE_BYTES,
+    ),
   );
   if (rows.length === 0) return [];
 
@@ -131,5 +139,13 @@ function validateEvent(event: OutboxEvent<unknown>, at: string, maxMessageBytes:
       `message would be ${size} bytes (payload plus attributes), over the limit of ${maxMessageBytes}`,
     );
   }
-  return { id, aggregateType, aggregateId, eventType, payloadJson, headersJson: JSON.stringify(headers), availableAt };
+  return {
+    id,
+    aggregateType,
+    aggregateId,
+    eventType,
+    payloadJson,
+    headersJson: JSON.stringify(headers),
+    availableAt,
+  };
 }

@@ -41,7 +41,10 @@ export function isRetryableDatabaseError(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== "string") {
     // Socket-level failures from `pg` carry Node's error codes (ECONNRESET, ...), or none at all.
-    return error instanceof Error && /ECONN|EPIPE|ETIMEDOUT|Connection terminated/i.test(`${code} ${error.message}`);
+    return (
+      error instanceof Error &&
+      /ECONN|EPIPE|ETIMEDOUT|Connection terminated/i.test(`${code} ${error.message}`)
+    );
   }
   return RETRYABLE_SQLSTATES.has(code) || code.startsWith("08");
 }

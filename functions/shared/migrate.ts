@@ -29,7 +29,9 @@ export function defaultMigrationsDir(): string {
   ];
   const found = candidates.find((dir) => dir !== undefined && existsSync(dir));
   if (found === undefined) {
-    throw new MigrationError(`migrations folder not found; set OUTBOX_MIGRATIONS_DIR (looked in ${candidates.join(", ")})`);
+    throw new MigrationError(
+      `migrations folder not found; set OUTBOX_MIGRATIONS_DIR (looked in ${candidates.join(", ")})`,
+    );
   }
   return found;
 }
@@ -74,15 +76,18 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
 
   for (const migration of migrations) {
     await withTransaction(pool, async (client) => {
-      await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [`outbox-migrate:${names.qualified}`]);
+      await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [
+        `outbox-migrate:${names.qualified}`,
+      ]);
       await client.query(`create schema if not exists ${quoteIdent(names.schema)}`);
       await client.query(
         `create table if not exists ${ledger} (
            name text primary key, checksum text not null, applied_at timestamptz not null default now())`,
       );
-      const { rows } = await client.query<{ checksum: string }>(`select checksum from ${ledger} where name = $1`, [
-        migration.name,
-      ]);
+      const { rows } = await client.query<{ checksum: string }>(
+        `select checksum from ${ledger} where name = $1`,
+        [migration.name],
+      );
       const recorded = rows[0];
       if (recorded !== undefined) {
         if (recorded.checksum !== migration.checksum) {
@@ -97,9 +102,14 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
       try {
         await client.query(renderMigration(migration.sql, names));
       } catch (error) {
-        throw new MigrationError(`migration ${migration.name} failed: ${(error as Error).message}`, { cause: error });
+        throw new MigrationError(`migration ${migration.name} failed: ${(error as Error).message}`, {
+          cause: error,
+        });
       }
-      await client.query(`insert into ${ledger} (name, checksum) values ($1, $2)`, [migration.name, migration.checksum]);
+      await client.query(`insert into ${ledger} (name, checksum) values ($1, $2)`, [
+        migration.name,
+        migration.checksum,
+      ]);
       result.applied.push(migration.name);
     });
   }

@@ -19,7 +19,13 @@ const ATTRIBUTE_NAME = /^(?!aws\.|amazon\.)(?!\.)(?!.*\.\.)[A-Za-z0-9_.-]+(?<!\.
 const SQS_FORBIDDEN_CHAR = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
 
 /** The attributes the relay sets on every message; headers may not reuse these names. */
-export const STANDARD_ATTRIBUTES = ["eventType", "aggregateType", "aggregateId", "outboxId", "createdAt"] as const;
+export const STANDARD_ATTRIBUTES = [
+  "eventType",
+  "aggregateType",
+  "aggregateId",
+  "outboxId",
+  "createdAt",
+] as const;
 export const MAX_HEADERS = SQS_MAX_ATTRIBUTES - STANDARD_ATTRIBUTES.length;
 const RESERVED = new Set(STANDARD_ATTRIBUTES.map((name) => name.toLowerCase()));
 
@@ -115,7 +121,8 @@ export function checkHeaders(field: string, value: unknown): Record<string, stri
     if (typeof headerValue !== "string") {
       throw new ValidationError(at, `must be a string, got ${typeOf(headerValue)}`);
     }
-    if (headerValue.length === 0) throw new ValidationError(at, "must not be empty (SQS refuses empty attributes)");
+    if (headerValue.length === 0)
+      throw new ValidationError(at, "must not be empty (SQS refuses empty attributes)");
     checkSqsText(at, headerValue);
   }
   return value as Record<string, string>;
@@ -140,7 +147,9 @@ export function serializePayload(field: string, value: unknown): string {
     });
   } catch (error) {
     if (error instanceof ValidationError) throw error;
-    throw new ValidationError(field, `is not JSON-serializable: ${(error as Error).message}`, { cause: error });
+    throw new ValidationError(field, `is not JSON-serializable: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
   if (json === undefined) {
     throw new ValidationError(field, `is not JSON-serializable: ${typeOf(value)} has no JSON representation`);
@@ -149,8 +158,10 @@ export function serializePayload(field: string, value: unknown): string {
 }
 
 function checkJsonbText(field: string, value: string) {
-  if (value.includes("\u0000")) throw new ValidationError(field, "contains a NUL character, which jsonb rejects");
-  if (!value.isWellFormed()) throw new ValidationError(field, "contains a lone UTF-16 surrogate, which jsonb rejects");
+  if (value.includes("\u0000"))
+    throw new ValidationError(field, "contains a NUL character, which jsonb rejects");
+  if (!value.isWellFormed())
+    throw new ValidationError(field, "contains a lone UTF-16 surrogate, which jsonb rejects");
 }
 
 /** A body or string attribute must use only characters SQS accepts (JSON escapes control codes, not U+FFFF). */

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { CreateQueueCommand, ReceiveMessageCommand, type Message, SQSClient } from "@aws-sdk/client-sqs";
+import { CreateQueueCommand, type Message, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { inject } from "vitest";
 import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
 

@@ -1,0 +1,56 @@
+-- columns
+outbox_dead_letters.id uuid
+outbox_dead_letters.seq bigint
+outbox_dead_letters.aggregate_type text
+outbox_dead_letters.aggregate_id text
+outbox_dead_letters.event_type text
+outbox_dead_letters.payload jsonb
+outbox_dead_letters.headers jsonb
+outbox_dead_letters.attempts integer
+outbox_dead_letters.last_error text
+outbox_dead_letters.created_at timestamp with time zone
+outbox_dead_letters.dead_lettered_at timestamp with time zone
+outbox_events.id uuid not null default gen_random_uuid()
+outbox_events.seq bigint not null generated always as identity
+outbox_events.aggregate_type text not null
+outbox_events.aggregate_id text not null
+outbox_events.event_type text not null
+outbox_events.payload jsonb not null
+outbox_events.headers jsonb not null default '{}'::jsonb
+outbox_events.attempts integer not null default 0
+outbox_events.last_error text
+outbox_events.created_at timestamp with time zone not null default now()
+outbox_events.available_at timestamp with time zone not null default now()
+outbox_events.processed_at timestamp with time zone
+outbox_events.dead_lettered_at timestamp with time zone
+outbox_migrations.name text not null
+outbox_migrations.checksum text not null
+outbox_migrations.applied_at timestamp with time zone not null default now()
+
+-- constraints
+outbox_events outbox_events_aggregate_id_check CHECK (((char_length(aggregate_id) >= 1) AND (char_length(aggregate_id) <= 128)))
+outbox_events outbox_events_aggregate_type_check CHECK (((char_length(aggregate_type) >= 1) AND (char_length(aggregate_type) <= 256)))
+outbox_events outbox_events_attempts_check CHECK ((attempts >= 0))
+outbox_events outbox_events_event_type_check CHECK (((char_length(event_type) >= 1) AND (char_length(event_type) <= 256)))
+outbox_events outbox_events_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text))
+outbox_events outbox_events_pkey PRIMARY KEY (id)
+outbox_events outbox_published_or_dead CHECK (((processed_at IS NULL) OR (dead_lettered_at IS NULL)))
+outbox_migrations outbox_migrations_pkey PRIMARY KEY (name)
+
+-- indexes
+CREATE INDEX outbox_dead_lettered_at ON public.outbox_events USING btree (dead_lettered_at) WHERE (dead_lettered_at IS NOT NULL)
+CREATE UNIQUE INDEX outbox_events_pkey ON public.outbox_events USING btree (id)
+CREATE UNIQUE INDEX outbox_migrations_pkey ON public.outbox_migrations USING btree (name)
+CREATE INDEX outbox_pending_aggregate ON public.outbox_events USING btree (aggregate_type, aggregate_id, seq) WHERE (processed_at IS NULL)
+CREATE INDEX outbox_pending_seq ON public.outbox_events USING btree (seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
+CREATE INDEX outbox_processed_at ON public.outbox_events USING btree (processed_at) WHERE (processed_at IS NOT NULL)
+
+-- storage
+outbox_events autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1000, autovacuum_vacuum_insert_scale_factor=0.01, autovacuum_analyze_scale_factor=0.02, autovacuum_vacuum_cost_delay=0
+
+-- views
+outbox_dead_letters:  SELECT id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, last_error, created_at, dead_lettered_at FROM outbox_events WHERE dead_lettered_at IS NOT NULL;
+
+-- functions
+
+-- triggers

@@ -1,0 +1,65 @@
+import type { Queryable } from "../../functions/shared/db.ts";
+
+/**
+ * A deterministic text description of one schema, from the catalogs (no pg_dump binary needed): columns,
+ * constraints, indexes, storage options, views, functions and triggers.
+ */
+export async function dumpSchema(db: Queryable, schema = "public"): Promise<string> {
+  const sections: [string, string, unknown[]][] = [
+    [
+      "columns",
+      `select c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+              || case when a.attnotnull then ' not null' else '' end
+              || case when a.attidentity = 'a' then ' generated always as identity' else '' end
+              || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '') as line
+       from pg_attribute a
+       join pg_class c on c.oid = a.attrelid
+       join pg_namespace n on n.oid = c.relnamespace
+       left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+       where n.nspname = $1 and c.relkind in ('r', 'v') and a.attnum > 0 and not a.attisdropped
+       order by c.relname, a.attnum`,
+      [schema],
+    ],
+    [
+      "constraints",
+      `select c.relname || ' ' || k.conname || ' ' || pg_get_constraintdef(k.oid) as line
+       from pg_constraint k join pg_class c on c.oid = k.conrelid join pg_namespace n on n.oid = c.relnamespace
+       where n.nspname = $1 order by 1`,
+      [schema],
+    ],
+    ["indexes", "select indexdef as line from pg_indexes where schemaname = $1 order by indexname", [schema]],
+    [
+      "storage",
+      `select c.relname || ' ' || array_to_string(c.reloptions, ', ') as line
+       from pg_class c join pg_namespace n on n.oid = c.relnamespace
+       where n.nspname = $1 and c.reloptions is not null order by 1`,
+      [schema],
+    ],
+    [
+      "views",
+      `select c.relname || ': ' || regexp_replace(pg_get_viewdef(c.oid, true), '\\s+', ' ', 'g') as line
+       from pg_class c join pg_namespace n on n.oid = c.relnamespace
+       where n.nspname = $1 and c.relkind = 'v' order by 1`,
+      [schema],
+    ],
+    [
+      "functions",
+      `select pg_get_functiondef(p.oid) as line from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+       where n.nspname = $1 order by p.proname`,
+      [schema],
+    ],
+    [
+      "triggers",
+      `select pg_get_triggerdef(t.oid) as line from pg_trigger t
+       join pg_class c on c.oid = t.tgrelid join pg_namespace n on n.oid = c.relnamespace
+       where n.nspname = $1 and not t.tgisinternal order by t.tgname`,
+      [schema],
+    ],
+  ];
+  const out: string[] = [];
+  for (const [title, sql, values] of sections) {
+    const { rows } = await db.query<{ line: string }>(sql, values);
+    out.push(`-- ${title}`, ...rows.map((row) => row.line.trimEnd()), "");
+  }
+  return out.join("\n");
+}
