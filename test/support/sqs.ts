@@ -1,5 +1,11 @@
 import { randomBytes } from "node:crypto";
-import { CreateQueueCommand, type Message, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
+import {
+  CreateQueueCommand,
+  DeleteMessageBatchCommand,
+  type Message,
+  ReceiveMessageCommand,
+  SQSClient,
+} from "@aws-sdk/client-sqs";
 import { inject } from "vitest";
 import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
 
@@ -18,7 +24,10 @@ export async function createFifoQueue(sqs: SQSClient, prefix = "outbox-test"): P
   return QueueUrl;
 }
 
-/** Receives until `count` messages arrived or `timeoutMs` passed (long polls; no fixed sleeps). */
+/**
+ * Receives (and deletes, so FIFO releases each group's next message) until `count` messages arrived or
+ * `timeoutMs` passed. Long polls; no fixed sleeps.
+ */
 export async function receiveAll(sqs: SQSClient, queueUrl: string, count: number, timeoutMs = 20_000) {
   const messages: Message[] = [];
   const deadline = Date.now() + timeoutMs;
@@ -33,6 +42,17 @@ export async function receiveAll(sqs: SQSClient, queueUrl: string, count: number
       }),
     );
     messages.push(...Messages);
+    if (Messages.length > 0) {
+      await sqs.send(
+        new DeleteMessageBatchCommand({
+          QueueUrl: queueUrl,
+          Entries: Messages.map((message, index) => ({
+            Id: String(index),
+            ReceiptHandle: message.ReceiptHandle,
+          })),
+        }),
+      );
+    }
   }
   return messages;
 }

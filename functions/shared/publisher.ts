@@ -1,0 +1,234 @@
+import {
+  SendMessageBatchCommand,
+  type SendMessageBatchRequestEntry,
+  type SQSClient,
+} from "@aws-sdk/client-sqs";
+import { errorMessage, ValidationError } from "./errors.ts";
+import type { ClaimedRow } from "./sql/claimBatch.ts";
+import {
+  checkGroupId,
+  checkHeaders,
+  checkName,
+  checkSqsText,
+  messageAttributes,
+  messageSize,
+  SQS_MAX_BATCH_BYTES,
+  SQS_MAX_BATCH_ENTRIES,
+} from "./sqsMessage.ts";
+
+export interface PublishOptions {
+  queueUrl: string;
+  /** SendMessageBatch requests in flight at once (requests of one group are always sequential). */
+  concurrency: number;
+  maxMessageBytes: number;
+  /** Aborts requests still in flight (the round's time limit); they count as request failures. */
+  signal?: AbortSignal;
+}
+
+/**
+ * What happened to one claimed row:
+ * - `published`: SQS reported this entry successful; only these are marked published.
+ * - `rejected`: SQS refused this entry, or the relay found it unsendable; `permanent` when retrying cannot help.
+ * - `unsent`: the whole request failed (SQS down, throttled, timed out): says nothing about the message.
+ * - `held`: not attempted because an earlier event of its group failed in this round; left untouched.
+ */
+export type PublishResult =
+  | { row: ClaimedRow; status: "published" }
+  | { row: ClaimedRow; status: "rejected"; error: string; permanent: boolean }
+  | { row: ClaimedRow; status: "unsent"; error: string }
+  | { row: ClaimedRow; status: "held" };
+
+interface Prepared {
+  row: ClaimedRow;
+  entry: SendMessageBatchRequestEntry;
+  size: number;
+}
+
+/** Entry error codes that no retry can fix: the message itself is unacceptable. */
+const PERMANENT_CODES = /InvalidParameterValue|InvalidMessageContents|MessageTooLong|InvalidAttribute/i;
+/** Whole-request errors caused by one entry's content: retry entries one by one to isolate the poison. */
+const CONTENT_CODES =
+  /InvalidParameterValue|InvalidMessageContents|BatchRequestTooLong|MessageTooLong|InvalidAttribute|BatchEntryIdsNotDistinct|InvalidBatchEntryId/i;
+
+/**
+ * Publishes claimed rows to an SQS FIFO queue. Order guarantees, per MessageGroupId (= aggregate_id):
+ * at most one message of a group per request (entries of one request can fail independently, so two of a
+ * group in one request could reorder), a group's requests strictly one after another ("waves"), and after a
+ * failure the group's later rows are held for the next round. Requests of different groups run concurrently.
+ */
+export async function publishRows(sqs: SQSClient, rows: readonly ClaimedRow[], options: PublishOptions) {
+  const results: PublishResult[] = [];
+  const waves: Prepared[][] = [];
+  const positionInGroup = new Map<string, number>();
+  for (const row of rows) {
+    const prepared = prepare(row, options.maxMessageBytes);
+    if (prepared instanceof ValidationError) {
+      results.push({ row, status: "rejected", error: prepared.message, permanent: true });
+      continue;
+    }
+    const position = positionInGroup.get(row.aggregate_id) ?? 0;
+    positionInGroup.set(row.aggregate_id, position + 1);
+    (waves[position] ??= []).push(prepared);
+  }
+
+  const failedGroups = new Set<string>();
+  for (const wave of waves) {
+    const ready = wave.filter((message) => {
+      if (!failedGroups.has(message.row.aggregate_id)) return true;
+      results.push({ row: message.row, status: "held" });
+      return false;
+    });
+    const outcomes = await mapConcurrent(packRequests(ready), options.concurrency, (batch) =>
+      sendBatch(sqs, batch, options),
+    );
+    for (const outcome of outcomes.flat()) {
+      if (outcome.status !== "published") failedGroups.add(outcome.row.aggregate_id);
+      results.push(outcome);
+    }
+  }
+  return results;
+}
+
+/** Builds the SQS entry, refusing rows SQS would reject (a hand-inserted bad group id, an oversized body). */
+function prepare(row: ClaimedRow, maxMessageBytes: number): Prepared | ValidationError {
+  try {
+    const body = compactJsonbText(row.payload);
+    checkSqsText("payload", body);
+    const attributes = messageAttributes({
+      id: row.id,
+      aggregateType: checkName("aggregate_type", row.aggregate_type),
+      aggregateId: checkGroupId("aggregate_id", row.aggregate_id),
+      eventType: checkName("event_type", row.event_type),
+      headers: checkHeaders("headers", row.headers),
+      createdAt: row.created_at,
+      body,
+    });
+    const size = messageSize(body, attributes);
+    if (size > maxMessageBytes) {
+      throw new ValidationError(
+        "payload",
+        `message is ${size} bytes, over the queue's limit of ${maxMessageBytes}`,
+      );
+    }
+    return {
+      row,
+      size,
+      entry: {
+        Id: "", // assigned per request
+        MessageBody: body,
+        MessageGroupId: row.aggregate_id,
+        MessageDeduplicationId: row.id,
+        MessageAttributes: attributes,
+      },
+    };
+  } catch (error) {
+    if (error instanceof ValidationError) return error;
+    throw error;
+  }
+}
+
+/** Splits one wave into requests of at most 10 entries and 1 MiB. */
+function packRequests(messages: readonly Prepared[]): Prepared[][] {
+  const requests: Prepared[][] = [];
+  let current: Prepared[] = [];
+  let bytes = 0;
+  for (const message of messages) {
+    if (current.length === SQS_MAX_BATCH_ENTRIES || bytes + message.size > SQS_MAX_BATCH_BYTES) {
+      requests.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(message);
+    bytes += message.size;
+  }
+  if (current.length > 0) requests.push(current);
+  return requests;
+}
+
+async function sendBatch(
+  sqs: SQSClient,
+  batch: Prepared[],
+  options: PublishOptions,
+): Promise<PublishResult[]> {
+  const entries = batch.map((message, index) => ({ ...message.entry, Id: String(index) }));
+  try {
+    const response = await sqs.send(
+      new SendMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: entries }),
+      options.signal ? { abortSignal: options.signal } : {},
+    );
+    const succeeded = new Set((response.Successful ?? []).map((entry) => entry.Id));
+    const failed = new Map((response.Failed ?? []).map((entry) => [entry.Id, entry]));
+    return batch.map((message, index): PublishResult => {
+      const id = String(index);
+      if (succeeded.has(id)) return { row: message.row, status: "published" };
+      const failure = failed.get(id);
+      if (failure === undefined) {
+        return { row: message.row, status: "unsent", error: "SQS reported neither success nor failure" };
+      }
+      const code = failure.Code ?? "UnknownError";
+      return {
+        row: message.row,
+        status: "rejected",
+        error: `SQS rejected the message: ${code}: ${failure.Message ?? ""}`.trim(),
+        permanent: PERMANENT_CODES.test(code),
+      };
+    });
+  } catch (error) {
+    const name = (error as { name?: string }).name ?? "";
+    if (CONTENT_CODES.test(name) && batch.length > 1 && !options.signal?.aborted) {
+      // One entry poisoned the whole request: resend each alone so the healthy ones go through.
+      const singles = await mapConcurrent(batch, options.concurrency, (message) =>
+        sendBatch(sqs, [message], options),
+      );
+      return singles.flat();
+    }
+    const message = errorMessage(error);
+    if (CONTENT_CODES.test(name)) {
+      return batch.map((m) => ({ row: m.row, status: "rejected", error: message, permanent: true }));
+    }
+    return batch.map((m) => ({ row: m.row, status: "unsent", error: message }));
+  }
+}
+
+/**
+ * jsonb prints `{"a": 1, "b": [1, 2]}`; the body is the compact form, the same bytes JSON.stringify gave the
+ * write API's size check. Only the separators' spaces exist outside strings, so dropping every space outside
+ * a string literal is exact, and much cheaper than JSON.parse + stringify (which would also round big numbers).
+ */
+export function compactJsonbText(text: string): string {
+  if (!text.includes(" ")) return text;
+  let out = "";
+  let start = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (inString) {
+      if (code === 92)
+        i++; // backslash: skip the escaped character
+      else if (code === 34) inString = false;
+    } else if (code === 34) {
+      inString = true;
+    } else if (code === 32) {
+      out += text.slice(start, i);
+      start = i + 1;
+    }
+  }
+  return out + text.slice(start);
+}
+
+async function mapConcurrent<T, R>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await work(items[index] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}

@@ -1,0 +1,332 @@
+import type { SQSClient } from "@aws-sdk/client-sqs";
+import { backoffDelayMs } from "./backoff.ts";
+import { type SessionPool, withTransaction } from "./db.ts";
+import { ConfigError, errorMessage } from "./errors.ts";
+import { type OutboxLocation, outboxNames } from "./identifiers.ts";
+import { type PublishResult, publishRows } from "./publisher.ts";
+import { type ClaimedRow, claimBatch } from "./sql/claimBatch.ts";
+import { type RowOutcome, recordOutcomes } from "./sql/recordOutcomes.ts";
+import { SQS_MAX_MESSAGE_BYTES } from "./sqsMessage.ts";
+
+export interface RelayOptions extends OutboxLocation {
+  queueUrl: string;
+  /** Rows claimed per round (1-1000). */
+  batchSize: number;
+  /** SendMessageBatch requests in flight at once. */
+  concurrency: number;
+  /** Failed tries after which a row whose message SQS rejected becomes a dead letter. */
+  maxAttempts: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  /** A dead letter blocks the rest of its aggregate (instead of being parked, SQS FIFO DLQ style). */
+  strictOrder: boolean;
+  /** The queue's MaximumMessageSize. */
+  maxMessageBytes: number;
+  /** `drain`: stop when nothing is claimable. `dwell`: keep polling until the time budget ends. */
+  mode: "drain" | "dwell";
+  /** Upper bound on one round's SQS publishing; requests still in flight then are aborted. */
+  publishTimeoutMs: number;
+  /** statement_timeout for the claim and record statements. */
+  statementTimeoutMs: number;
+  /** Dwell mode's idle polling: starts at min after a busy round, doubles while idle, up to max. */
+  idlePollMinMs: number;
+  idlePollMaxMs: number;
+}
+
+export const DEFAULT_RELAY_OPTIONS = {
+  batchSize: 100,
+  concurrency: 10,
+  maxAttempts: 10,
+  backoffBaseMs: 1_000,
+  backoffMaxMs: 300_000,
+  strictOrder: false,
+  maxMessageBytes: SQS_MAX_MESSAGE_BYTES,
+  mode: "dwell",
+  publishTimeoutMs: 10_000,
+  statementTimeoutMs: 5_000,
+  idlePollMinMs: 10,
+  idlePollMaxMs: 250,
+} as const satisfies Omit<RelayOptions, "queueUrl">;
+
+export interface RelayLogger {
+  debug(message: string, extra?: object): void;
+  info(message: string, extra?: object): void;
+  warn(message: string, extra?: object): void;
+  error(message: string, extra?: object): void;
+}
+
+export interface RoundReport {
+  claimed: number;
+  published: number;
+  failed: number;
+  deadLettered: number;
+  held: number;
+  durationMs: number;
+  /** Per published event: its type and publish time minus created_at, for lag percentiles. */
+  publishedEvents: { eventType: string; lagMs: number }[];
+  /** Per failed event, for metrics by event type. */
+  failedEvents: { eventType: string; deadLettered: boolean }[];
+}
+
+export interface RelayDeps {
+  pool: SessionPool;
+  sqs: SQSClient;
+  /** Epoch milliseconds by which runRelay must have returned (Lambda deadline minus a safety margin). */
+  deadline: number;
+  logger?: RelayLogger;
+  /** Stop claiming (SIGTERM, Ctrl-C); the round in progress finishes and records what it published. */
+  signal?: AbortSignal;
+  /** Wakes an idle dwell loop early (LISTEN/NOTIFY); optional. */
+  wakeUp?: { wait(ms: number, signal?: AbortSignal): Promise<void> };
+  onRound?(report: RoundReport): void;
+  now?: () => number;
+}
+
+export interface RelaySummary {
+  claimed: number;
+  published: number;
+  failed: number;
+  deadLettered: number;
+  rounds: number;
+  /** Rounds that failed as a whole (database unreachable, ...); their rows were released, not lost. */
+  failedRounds: number;
+  durationMs: number;
+  stoppedBy: "drained" | "deadline" | "signal" | "errors";
+  lastError?: string;
+}
+
+const MAX_ERROR_LENGTH = 1_000;
+const DRAIN_MAX_CONSECUTIVE_ERRORS = 3;
+
+export function validateRelayOptions(options: RelayOptions): RelayOptions {
+  const check = (name: keyof RelayOptions, min: number, max: number) => {
+    const value = options[name] as number;
+    if (!Number.isInteger(value) || value < min || value > max) {
+      throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got ${value}`);
+    }
+  };
+  check("batchSize", 1, 1000);
+  check("concurrency", 1, 100);
+  check("maxAttempts", 1, 1000);
+  check("backoffBaseMs", 1, 86_400_000);
+  check("backoffMaxMs", options.backoffBaseMs, 86_400_000);
+  check("maxMessageBytes", 1024, SQS_MAX_MESSAGE_BYTES);
+  check("publishTimeoutMs", 100, 900_000);
+  check("statementTimeoutMs", 100, 900_000);
+  check("idlePollMinMs", 1, 60_000);
+  check("idlePollMaxMs", options.idlePollMinMs, 60_000);
+  if (!/^https?:\/\/.+/.test(options.queueUrl)) {
+    throw new ConfigError(
+      `queueUrl must be an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>.fifo), got ${JSON.stringify(options.queueUrl)}`,
+    );
+  }
+  outboxNames(options);
+  return options;
+}
+
+/** Time one round may need from claim to commit; no round starts with less than this left. */
+export function roundReserveMs(options: RelayOptions): number {
+  return options.publishTimeoutMs + 2 * options.statementTimeoutMs;
+}
+
+/**
+ * The relay loop: claim -> publish -> record, one transaction per round, until the budget ends (dwell), nothing
+ * is claimable (drain) or a stop is requested. A round starts only if it can finish before the deadline, so a
+ * Lambda timeout never catches a round holding locks; and if the process dies anyway, the transaction rolls back
+ * and the rows are claimed again (and deduplicated by SQS on their outbox id).
+ */
+export async function runRelay(deps: RelayDeps, options: RelayOptions): Promise<RelaySummary> {
+  validateRelayOptions(options);
+  const now = deps.now ?? Date.now;
+  const started = now();
+  const summary: RelaySummary = {
+    claimed: 0,
+    published: 0,
+    failed: 0,
+    deadLettered: 0,
+    rounds: 0,
+    failedRounds: 0,
+    durationMs: 0,
+    stoppedBy: "drained",
+  };
+  let idleMs = options.idlePollMinMs;
+  let consecutiveErrors = 0;
+
+  for (;;) {
+    if (deps.signal?.aborted) {
+      summary.stoppedBy = "signal";
+      break;
+    }
+    if (deps.deadline - now() < roundReserveMs(options)) {
+      summary.stoppedBy = "deadline";
+      break;
+    }
+    let report: RoundReport;
+    try {
+      report = await relayRound(deps, options);
+      consecutiveErrors = 0;
+    } catch (error) {
+      summary.failedRounds++;
+      summary.lastError = errorMessage(error);
+      consecutiveErrors++;
+      deps.logger?.error("relay round failed; its rows were released for the next round", {
+        error: summary.lastError,
+        consecutiveErrors,
+      });
+      if (options.mode === "drain" && consecutiveErrors >= DRAIN_MAX_CONSECUTIVE_ERRORS) {
+        summary.stoppedBy = "errors";
+        break;
+      }
+      idleMs = Math.min(options.idlePollMaxMs * 4, Math.max(idleMs * 2, options.idlePollMinMs));
+      await pause(deps, Math.min(idleMs, Math.max(0, deps.deadline - now())), false);
+      continue;
+    }
+    summary.rounds++;
+    summary.claimed += report.claimed;
+    summary.published += report.published;
+    summary.failed += report.failed;
+    summary.deadLettered += report.deadLettered;
+    deps.onRound?.(report);
+
+    const fullBatch = report.claimed === options.batchSize && report.published > 0;
+    if (fullBatch) {
+      idleMs = options.idlePollMinMs;
+      continue; // more is waiting: go again at once
+    }
+    if (options.mode === "drain" && report.claimed === 0) break;
+    // Busy but not full: poll again soon. Idle or everything failed: back off, up to the cap.
+    idleMs = report.published > 0 ? options.idlePollMinMs : Math.min(options.idlePollMaxMs, idleMs * 2);
+    if (options.mode === "drain" && report.published === 0) {
+      // Everything claimed failed and is now in backoff; the next claim finds nothing and ends the drain.
+      continue;
+    }
+    await pause(deps, Math.min(idleMs, Math.max(0, deps.deadline - now() - roundReserveMs(options))), true);
+  }
+  summary.durationMs = now() - started;
+  return summary;
+}
+
+async function pause(deps: RelayDeps, ms: number, wakeable: boolean) {
+  if (ms <= 0) return;
+  if (wakeable && deps.wakeUp) return deps.wakeUp.wait(ms, deps.signal);
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms);
+    deps.signal?.addEventListener("abort", done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      deps.signal?.removeEventListener("abort", done);
+      resolve();
+    }
+  });
+}
+
+/** One round in one transaction: claim a batch, publish it, record every outcome, commit. */
+export async function relayRound(deps: RelayDeps, options: RelayOptions): Promise<RoundReport> {
+  const names = outboxNames(options);
+  const started = performance.now();
+  return withTransaction(deps.pool, async (client) => {
+    // Transaction-local, so a pooled (or RDS Proxy) session is left as it was. The idle timeout covers the
+    // publish, when the session sits idle in the transaction holding row locks: if this process freezes or
+    // dies, Postgres ends the session and releases the rows within that bound.
+    await client.query(
+      `select set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true),
+              set_config('idle_in_transaction_session_timeout', $3, true)`,
+      [
+        String(options.statementTimeoutMs),
+        String(options.statementTimeoutMs),
+        String(options.publishTimeoutMs + options.statementTimeoutMs),
+      ],
+    );
+    const rows = await claimBatch(client, names, {
+      limit: options.batchSize,
+      strictOrder: options.strictOrder,
+    });
+    if (rows.length === 0) return emptyReport(performance.now() - started);
+
+    const results = await publishRows(deps.sqs, rows, {
+      queueUrl: options.queueUrl,
+      concurrency: options.concurrency,
+      maxMessageBytes: options.maxMessageBytes,
+      signal: AbortSignal.timeout(options.publishTimeoutMs),
+    });
+    const outcomes = results.flatMap((result) => toOutcome(result, options));
+    await recordOutcomes(client, names, outcomes);
+    const publishedAt = Date.now();
+    const deadLettered = new Set(
+      outcomes.filter((outcome) => outcome.deadLetter).map((outcome) => outcome.id),
+    );
+    const report = emptyReport(0);
+    report.claimed = rows.length;
+    for (const result of results) {
+      if (result.status === "published") {
+        report.published++;
+        report.publishedEvents.push({
+          eventType: result.row.event_type,
+          lagMs: publishedAt - result.row.created_at.getTime(),
+        });
+      } else if (result.status === "held") {
+        report.held++;
+      } else {
+        const dead = deadLettered.has(result.row.id);
+        report.failed++;
+        if (dead) report.deadLettered++;
+        report.failedEvents.push({ eventType: result.row.event_type, deadLettered: dead });
+        logFailure(deps.logger, result, dead);
+      }
+    }
+    report.durationMs = performance.now() - started;
+    return report;
+  });
+}
+
+/**
+ * Published rows are marked; held rows are left alone. A rejected message counts towards dead-lettering
+ * (at once when permanent). A request that failed as a whole (SQS unreachable, throttled) backs off and counts
+ * an attempt but never dead-letters: an SQS outage must not turn the whole backlog into dead letters.
+ */
+function toOutcome(result: PublishResult, options: RelayOptions): RowOutcome[] {
+  const { row } = result;
+  if (result.status === "held") return [];
+  if (result.status === "published") return [{ id: row.id, published: true }];
+  const attempt = row.attempts + 1;
+  const deadLetter = result.status === "rejected" && (result.permanent || attempt >= options.maxAttempts);
+  return [
+    {
+      id: row.id,
+      published: false,
+      error: result.error.slice(0, MAX_ERROR_LENGTH),
+      retryInMs: backoffDelayMs(attempt, options.backoffBaseMs, options.backoffMaxMs),
+      deadLetter,
+    },
+  ];
+}
+
+function logFailure(logger: RelayLogger | undefined, result: PublishResult, deadLettered: boolean) {
+  if (result.status === "published" || result.status === "held") return;
+  const fields = {
+    eventId: result.row.id,
+    eventType: result.row.event_type,
+    aggregateType: result.row.aggregate_type,
+    aggregateId: result.row.aggregate_id,
+    attempt: result.row.attempts + 1,
+    failure: result.status,
+    error: result.error,
+  };
+  if (deadLettered) logger?.error("event dead-lettered", fields);
+  else logger?.warn("event publish failed; will retry after backoff", fields);
+}
+
+function emptyReport(durationMs: number): RoundReport {
+  return {
+    claimed: 0,
+    published: 0,
+    failed: 0,
+    deadLettered: 0,
+    held: 0,
+    durationMs,
+    publishedEvents: [],
+    failedEvents: [],
+  };
+}
+
+export type { ClaimedRow };
