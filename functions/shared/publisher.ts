@@ -68,7 +68,9 @@ export async function publishRows(sqs: SQSClient, rows: readonly ClaimedRow[], o
     }
     const position = positionInGroup.get(row.aggregate_id) ?? 0;
     positionInGroup.set(row.aggregate_id, position + 1);
-    (waves[position] ??= []).push(prepared);
+    const wave = waves[position] ?? [];
+    wave.push(prepared);
+    waves[position] = wave;
   }
 
   const failedGroups = new Set<string>();
