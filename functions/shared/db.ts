@@ -14,6 +14,8 @@ export interface Queryable {
 
 export interface SessionClient extends Queryable {
   release(destroy?: boolean | Error): void;
+  on?(event: "error", listener: (error: Error) => void): unknown;
+  off?(event: "error", listener: (error: Error) => void): unknown;
 }
 
 export interface SessionPool {
@@ -23,13 +25,19 @@ export interface SessionPool {
 /** Runs `work` in a transaction on a session of its own; rolls back (and discards a broken session) on error. */
 export async function withTransaction<T>(pool: SessionPool, work: (client: SessionClient) => Promise<T>) {
   const client = await pool.connect();
+  // A checked-out pg client reports a dropped socket as an 'error' event; unheard, it would crash the process.
+  // The failing query rejects as well, which is where we handle it.
+  const ignore = () => {};
+  client.on?.("error", ignore);
   try {
     await client.query("begin");
     const result = await work(client);
     await client.query("commit");
+    client.off?.("error", ignore);
     client.release();
     return result;
   } catch (error) {
+    client.off?.("error", ignore);
     // A failed rollback means the connection itself is gone: destroy it rather than return it to the pool.
     const rollbackFailed = await client.query("rollback").then(
       () => false,

@@ -48,11 +48,11 @@ export const DEFAULT_RELAY_OPTIONS = {
   idlePollMaxMs: 250,
 } as const satisfies Omit<RelayOptions, "queueUrl">;
 
+/** The subset of Powertools Logger (or console-like loggers) the engine uses: a message and structured fields. */
 export interface RelayLogger {
-  debug(message: string, extra?: object): void;
-  info(message: string, extra?: object): void;
-  warn(message: string, extra?: object): void;
-  error(message: string, extra?: object): void;
+  info(message: string, fields: Record<string, unknown>): void;
+  warn(message: string, fields: Record<string, unknown>): void;
+  error(message: string, fields: Record<string, unknown>): void;
 }
 
 export interface RoundReport {

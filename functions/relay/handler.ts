@@ -1,0 +1,44 @@
+import { Logger } from "@aws-lambda-powertools/logger";
+import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
+import { SQSClient } from "@aws-sdk/client-sqs";
+import middy from "@middy/core";
+import type { Context, ScheduledEvent } from "aws-lambda";
+import { createDatabasePool } from "#shared/connection.ts";
+import { type RelaySummary, runRelay } from "#shared/relay.ts";
+import { relayConfigFromEnv } from "#shared/relayConfig.ts";
+
+// Cold start: configuration errors fail here, naming the variable, before any event is handled.
+const config = relayConfigFromEnv(process.env);
+const logger = new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? "outbox-relay" });
+// The SDK reads AWS_ENDPOINT_URL / region / credentials from the environment as usual. Its own retries are
+// kept short: the relay's backoff, not the SDK's, decides when a failed row is tried again.
+const sqs = new SQSClient({
+  maxAttempts: 3,
+  requestHandler: { connectionTimeout: 3_000, requestTimeout: config.relay.publishTimeoutMs },
+});
+const pool = await createDatabasePool(config.database, {
+  max: 2,
+  applicationName: "outbox-relay",
+  onError: (error) =>
+    logger.warn("idle database connection failed; it will be replaced", { error: error.message }),
+});
+
+/** Invoked by the EventBridge schedule; relays until the time budget ends (dwell) or nothing is left (drain). */
+export async function relay(
+  _event: ScheduledEvent | Record<string, never>,
+  context: Context,
+): Promise<RelaySummary> {
+  const now = Date.now();
+  const budgetEnd = now + context.getRemainingTimeInMillis() - config.budgetMarginMs;
+  const deadline =
+    config.maxDurationMs === undefined ? budgetEnd : Math.min(budgetEnd, now + config.maxDurationMs);
+  const summary = await runRelay({ pool, sqs, deadline, logger }, config.relay);
+  logger.info("relay finished", { summary });
+  if (summary.rounds === 0 && summary.failedRounds > 0) {
+    // Nothing worked in this invocation (database unreachable?): fail it so Lambda's Errors metric and alarm see it.
+    throw new Error(`relay made no progress: ${summary.lastError}`);
+  }
+  return summary;
+}
+
+export const handler = middy(relay).use(injectLambdaContext(logger));

@@ -1,0 +1,29 @@
+// The package's public API: what producers and operators import from "aws-outbox-relay".
+export {
+  createDatabasePool,
+  type DatabasePool,
+  type DatabaseSource,
+  databaseSourceFromEnv,
+} from "./connection.ts";
+export type { Queryable, SessionPool } from "./db.ts";
+export { type EnqueuedEvent, type EnqueueOptions, enqueue, type OutboxEvent } from "./enqueue.ts";
+export {
+  ConfigError,
+  MigrationError,
+  OutboxError,
+  PublishError,
+  ValidationError,
+} from "./errors.ts";
+export { type OutboxLocation, outboxNames } from "./identifiers.ts";
+export { type MigrateOptions, type MigrateResult, migrate } from "./migrate.ts";
+export {
+  DEFAULT_RELAY_OPTIONS,
+  type RelayDeps,
+  type RelayOptions,
+  type RelaySummary,
+  type RoundReport,
+  relayRound,
+  runRelay,
+} from "./relay.ts";
+export { type RelayConfig, relayConfigFromEnv } from "./relayConfig.ts";
+export { MAX_HEADERS, SQS_MAX_MESSAGE_BYTES, STANDARD_ATTRIBUTES } from "./sqsMessage.ts";

@@ -1,0 +1,154 @@
+import {
+  CreateSecretCommand,
+  PutSecretValueCommand,
+  SecretsManagerClient,
+} from "@aws-sdk/client-secrets-manager";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { createDatabasePool, databaseSourceFromEnv } from "../functions/shared/connection.ts";
+import { withTransaction } from "../functions/shared/db.ts";
+import { ConfigError } from "../functions/shared/errors.ts";
+import { relayConfigFromEnv } from "../functions/shared/relayConfig.ts";
+import { LOCAL_AWS } from "../local/awsEndpoint.ts";
+import { useTestDatabase } from "./support/db.ts";
+
+const db = useTestDatabase();
+const secrets = new SecretsManagerClient({ ...LOCAL_AWS, endpoint: inject("awsEndpoint") });
+
+describe("relay configuration from the environment", () => {
+  const base = {
+    DATABASE_URL: "postgres://u:p@localhost:5432/app",
+    OUTBOX_QUEUE_URL: "http://localhost/q.fifo",
+  };
+
+  it("applies documented defaults", () => {
+    const config = relayConfigFromEnv(base);
+    expect(config.relay).toMatchObject({
+      batchSize: 100,
+      concurrency: 10,
+      maxAttempts: 10,
+      mode: "dwell",
+      strictOrder: false,
+    });
+    expect(config).toMatchObject({ budgetMarginMs: 5_000, listen: false });
+  });
+
+  it("takes 0 and false as real values, not as unset", () => {
+    const config = relayConfigFromEnv({ ...base, RELAY_BUDGET_MARGIN_MS: "0", RELAY_STRICT_ORDER: "false" });
+    expect(config.budgetMarginMs).toBe(0);
+    expect(config.relay.strictOrder).toBe(false);
+  });
+
+  it.each([
+    [{ OUTBOX_QUEUE_URL: undefined }, /OUTBOX_QUEUE_URL is required/],
+    [{ RELAY_BATCH_SIZE: "1001" }, /RELAY_BATCH_SIZE must be an integer from 1 to 1000, got "1001"/],
+    [{ RELAY_BATCH_SIZE: "ten" }, /RELAY_BATCH_SIZE must be an integer/],
+    [{ RELAY_MODE: "fast" }, /RELAY_MODE must be one of dwell, drain, got "fast"/],
+    [{ RELAY_STRICT_ORDER: "maybe" }, /RELAY_STRICT_ORDER must be true or false/],
+    [{ OUTBOX_TABLE: "x; drop table y" }, /table: .* is not an accepted identifier/],
+    [{ DATABASE_URL: undefined }, /set DATABASE_URL .* or DATABASE_SECRET_ARN/],
+    [
+      { DATABASE_SECRET_ARN: "arn:aws:secretsmanager:us-east-1:1:secret:x" },
+      /either DATABASE_URL or DATABASE_SECRET_ARN/,
+    ],
+    [{ DATABASE_URL: "mysql://x" }, /DATABASE_URL must start with postgres:\/\//],
+  ])("rejects %j with an error naming the variable", (overrides, message) => {
+    expect(() => relayConfigFromEnv({ ...base, ...overrides })).toThrow(ConfigError);
+    expect(() => relayConfigFromEnv({ ...base, ...overrides })).toThrow(message);
+  });
+
+  it("verifies TLS against the Lambda runtime's Amazon CA bundle by default for a secret", () => {
+    const source = databaseSourceFromEnv({
+      DATABASE_SECRET_ARN: "arn:aws:secretsmanager:us-east-1:1:secret:db",
+    });
+    expect(source).toMatchObject({ kind: "secret", tls: "verify-full", caFile: "/var/runtime/ca-cert.pem" });
+  });
+});
+
+describe("database pool from a Secrets Manager secret (RDS format)", () => {
+  const pools: { end(): Promise<void> }[] = [];
+  afterAll(async () => {
+    for (const pool of pools) await pool.end();
+  });
+
+  it("connects with the secret and picks up a rotated password after an authentication failure", async () => {
+    const url = new URL(db.url);
+    const role = `relay_${Date.now()}`;
+    await db.pool.query(`create role ${role} login password 'first-password'`);
+    const { ARN } = await secrets.send(
+      new CreateSecretCommand({
+        Name: `outbox/db/${role}`,
+        SecretString: JSON.stringify({
+          engine: "postgres",
+          host: url.hostname,
+          port: Number(url.port),
+          username: role,
+          password: "first-password",
+          dbname: url.pathname.slice(1),
+        }),
+      }),
+    );
+    const source = databaseSourceFromEnv({ DATABASE_SECRET_ARN: ARN, DATABASE_SSLMODE: "disable" });
+    const pool = await createDatabasePool(source, { max: 1, applicationName: "test", secrets });
+    pools.push(pool);
+    const first = await pool.connect();
+    const { rows } = await first.query("select current_user as who");
+    first.release(true);
+
+    // Rotation: the database and the secret change; the pool still caches the old password.
+    await db.pool.query(`alter role ${role} password 'second-password'`);
+    const current = JSON.parse(
+      JSON.stringify({ host: url.hostname, port: Number(url.port), username: role }),
+    );
+    await secrets.send(
+      new PutSecretValueCommand({
+        SecretId: ARN,
+        SecretString: JSON.stringify({
+          ...current,
+          password: "second-password",
+          dbname: url.pathname.slice(1),
+        }),
+      }),
+    );
+    const second = await pool.connect();
+    const after = await second.query("select current_user as who");
+    second.release();
+
+    expect(rows[0].who).toBe(role);
+    expect(after.rows[0].who).toBe(role);
+  });
+
+  it("fails with a clear error when the secret is not in the RDS format", async () => {
+    const { ARN } = await secrets.send(
+      new CreateSecretCommand({ Name: `outbox/bad/${Date.now()}`, SecretString: '{"user":"x"}' }),
+    );
+    const source = databaseSourceFromEnv({ DATABASE_SECRET_ARN: ARN, DATABASE_SSLMODE: "disable" });
+    await expect(createDatabasePool(source, { max: 1, applicationName: "test", secrets })).rejects.toThrow(
+      /has no "username" \(expected the RDS secret format\)/,
+    );
+  });
+
+  it("replaces a connection that died between invocations instead of failing", async () => {
+    const source = databaseSourceFromEnv({ DATABASE_URL: db.url });
+    const pool = await createDatabasePool(source, {
+      max: 1,
+      applicationName: "frozen-lambda",
+      onError: () => {},
+    });
+    pools.push(pool);
+    const client = await pool.connect();
+    const { rows } = await client.query<{ pid: number }>("select pg_backend_pid() as pid");
+    client.release();
+    // As if the server ended the session while the container was frozen.
+    await db.pool.query("select pg_terminate_backend($1)", [rows[0]?.pid]);
+
+    const attempt = () => withTransaction(pool, (c) => c.query("select 1 as ok"));
+    const first = await attempt().then(
+      () => "ok",
+      () => "failed",
+    );
+    const second = await attempt();
+
+    expect(["ok", "failed"]).toContain(first);
+    expect(second.rows[0].ok).toBe(1);
+  });
+});
