@@ -52,5 +52,15 @@ outbox_events autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1
 outbox_dead_letters:  SELECT id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, last_error, created_at, dead_lettered_at FROM outbox_events WHERE dead_lettered_at IS NOT NULL;
 
 -- functions
+CREATE OR REPLACE FUNCTION public.outbox_notify()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+  perform pg_notify(tg_table_name, '');
+  return null;
+end;
+$function$
 
 -- triggers
+CREATE TRIGGER outbox_notify AFTER INSERT ON public.outbox_events FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify()

@@ -4,6 +4,7 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { createDatabasePool } from "#shared/connection.ts";
+import { listenForOutboxInserts } from "#shared/notify.ts";
 import { type RelaySummary, runRelay } from "#shared/relay.ts";
 import { relayConfigFromEnv } from "#shared/relayConfig.ts";
 
@@ -32,7 +33,11 @@ export async function relay(
   const budgetEnd = now + context.getRemainingTimeInMillis() - config.budgetMarginMs;
   const deadline =
     config.maxDurationMs === undefined ? budgetEnd : Math.min(budgetEnd, now + config.maxDurationMs);
-  const summary = await runRelay({ pool, sqs, deadline, logger }, config.relay);
+  // LISTEN per invocation: a session kept across frozen invocations would likely be dead on the next one.
+  const wakeUp = config.listen ? await listenForOutboxInserts(pool, config.relay) : undefined;
+  const summary = await runRelay({ pool, sqs, deadline, logger, wakeUp }, config.relay).finally(() =>
+    wakeUp?.close(),
+  );
   logger.info("relay finished", { summary });
   if (summary.rounds === 0 && summary.failedRounds > 0) {
     // Nothing worked in this invocation (database unreachable?): fail it so Lambda's Errors metric and alarm see it.
