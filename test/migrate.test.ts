@@ -15,6 +15,7 @@ afterEach(async () => {
 async function emptyPool() {
   const database = await createEmptyDatabase();
   const pool = new pg.Pool({ connectionString: database.url, max: 4 });
+  pool.on("error", () => {}); // `drop database ... with (force)` may end a session pool.end() is still closing
   cleanups.push(async () => {
     await pool.end();
     await database.drop();

@@ -142,7 +142,7 @@ export async function createDatabasePool(
   };
   if (source.kind === "url") {
     const pool = new pg.Pool({ ...common, connectionString: source.url });
-    pool.on("error", (error) => options.onError?.(error));
+    handleConnectionErrors(pool, options.onError);
     return pool as unknown as DatabasePool;
   }
 
@@ -164,7 +164,7 @@ export async function createDatabasePool(
     password: async () => (await secrets.get()).password,
     ssl,
   });
-  pool.on("error", (error) => options.onError?.(error));
+  handleConnectionErrors(pool, options.onError);
   return {
     async connect(): Promise<SessionClient> {
       try {
@@ -187,4 +187,15 @@ function readCaBundle(file: string): string {
       cause: error,
     });
   }
+}
+
+/**
+ * A server-ended session (failover, idle timeout, pg_terminate_backend) emits a protocol error and then, often,
+ * a socket ECONNRESET. The pool hears the first only while the client is idle in it; the second would arrive
+ * with nobody listening and crash the process. Every client gets a listener for its whole life.
+ */
+function handleConnectionErrors(pool: pg.Pool, onError: ((error: Error) => void) | undefined) {
+  const report = (error: Error) => onError?.(error);
+  pool.on("error", report);
+  pool.on("connect", (client) => client.on("error", report));
 }

@@ -22,6 +22,9 @@ export function useTestDatabase(): TestDatabase {
     await admin.end();
     state.url = withDatabase(inject("pgUrl"), name);
     state.pool = new pg.Pool({ connectionString: state.url, max: 10 });
+    // Tests terminate sessions on purpose; an idle client's error must not crash the worker.
+    state.pool.on("error", () => {});
+    state.pool.on("connect", (client) => client.on("error", () => {}));
   });
   afterAll(async () => {
     await state.pool?.end();
