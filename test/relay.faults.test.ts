@@ -1,0 +1,228 @@
+import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { enqueue, type OutboxEvent } from "../functions/shared/enqueue.ts";
+import { runRelay } from "../functions/shared/relay.ts";
+import { LOCAL_AWS } from "../local/awsEndpoint.ts";
+import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { anEvent } from "./support/factories.ts";
+import { checkLedger } from "./support/ledger.ts";
+import { drain, drainUntilEmpty, testRelayOptions } from "./support/relay.ts";
+
+const db = useTestDatabase();
+let fake: FakeSqs;
+let sqs: SQSClient;
+
+beforeAll(async () => {
+  fake = await startFakeSqs();
+  // No SDK retries: the relay's own backoff is under test, and the SDK's throttling backoff starts at 1 s.
+  sqs = new SQSClient({ ...LOCAL_AWS, endpoint: fake.url, maxAttempts: 1 });
+});
+afterAll(async () => {
+  sqs.destroy();
+  await fake.close();
+});
+beforeEach(async () => {
+  fake.resetFaults();
+  fake.up();
+  await db.pool.query("delete from outbox_events");
+});
+
+async function newQueue(name: string) {
+  const { QueueUrl } = await sqs.send(
+    new CreateQueueCommand({ QueueName: `${name}-${Date.now()}.fifo`, Attributes: { FifoQueue: "true" } }),
+  );
+  return { url: QueueUrl as string };
+}
+
+function queueName(url: string) {
+  return url.split("/").pop() as string;
+}
+
+async function writeEvents(events: OutboxEvent<unknown>[]) {
+  const rows = await enqueue(db.pool, events);
+  return rows.map((row, index) => ({ ...row, aggregateId: events[index]?.aggregateId as string }));
+}
+
+async function rowStates() {
+  const { rows } = await db.pool.query(
+    `select count(*) filter (where processed_at is not null)::int as published,
+            count(*) filter (where processed_at is null and dead_lettered_at is null)::int as pending,
+            count(*) filter (where dead_lettered_at is not null)::int as dead
+     from outbox_events`,
+  );
+  return rows[0] as { published: number; pending: number; dead: number };
+}
+
+describe("relay under SQS faults (in-process SQS endpoint)", () => {
+  it("records attempts and backoff while SQS is down, loses nothing, and publishes everything after recovery", async () => {
+    const queue = await newQueue("outage");
+    const written = await writeEvents(
+      Array.from({ length: 30 }, (_, i) => anEvent({ aggregateId: `outage-${i % 5}` })),
+    );
+    fake.down();
+
+    const duringOutage = await drain(
+      db.pool,
+      sqs,
+      testRelayOptions(queue.url, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
+    );
+
+    const { rows } = await db.pool.query(
+      "select attempts, last_error, available_at > now() + interval '20 seconds' as backed_off, dead_lettered_at from outbox_events where attempts > 0",
+    );
+    expect(duringOutage.published).toBe(0);
+    expect(rows).toHaveLength(5); // one head per aggregate was tried; the rest waited behind it
+    for (const row of rows) {
+      expect(row).toMatchObject({ attempts: 1, backed_off: true, dead_lettered_at: null });
+      expect(row.last_error).toMatch(/ECONNRESET|socket hang up|TimeoutError/);
+    }
+
+    fake.up();
+    await db.pool.query("update outbox_events set available_at = now() where attempts > 0"); // fast-forward the backoff
+    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue.url));
+
+    const ledger = checkLedger(written, fake.deliveries(queueName(queue.url)));
+    expect(ledger.lost).toEqual([]);
+    expect(ledger.orderViolations).toEqual([]);
+    expect(await rowStates()).toEqual({ published: 30, pending: 0, dead: 0 });
+  });
+
+  it("never dead-letters because of whole-request failures (throttling), however many", async () => {
+    const queue = await newQueue("throttle");
+    await writeEvents([anEvent({ aggregateId: "throttled-1" })]);
+    fake.setFaults({ throttle: 1 });
+
+    for (let i = 0; i < 5; i++) {
+      await db.pool.query("update outbox_events set available_at = now()");
+      await drain(db.pool, sqs, testRelayOptions(queue.url, { maxAttempts: 2 }));
+    }
+
+    const { rows } = await db.pool.query("select attempts, dead_lettered_at, last_error from outbox_events");
+    expect(rows[0]).toMatchObject({ attempts: 5, dead_lettered_at: null });
+    expect(rows[0].last_error).toMatch(/ThrottlingException/);
+    expect(fake.stats.throttled).toBeGreaterThanOrEqual(5);
+  });
+
+  it("fails only the rejected entry; its aggregate's later events wait while other aggregates flow", async () => {
+    const queue = await newQueue("one-entry");
+    const [bad1, bad2, other1, other2] = await writeEvents([
+      anEvent({ aggregateId: "rejected-agg", payload: { n: 1 } }),
+      anEvent({ aggregateId: "rejected-agg", payload: { n: 2 } }),
+      anEvent({ aggregateId: "healthy-agg", payload: { n: 1 } }),
+      anEvent({ aggregateId: "healthy-agg", payload: { n: 2 } }),
+    ]);
+    fake.setFaults({
+      failEntry: (entry) =>
+        entry.MessageDeduplicationId === bad1?.id ? { code: "InternalError", senderFault: false } : false,
+    });
+
+    const summary = await drain(
+      db.pool,
+      sqs,
+      testRelayOptions(queue.url, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
+    );
+
+    const { rows } = await db.pool.query(
+      "select id, processed_at is not null as published, attempts, dead_lettered_at is not null as dead from outbox_events",
+    );
+    const state = new Map(rows.map((row) => [row.id, row]));
+    expect(state.get(bad1?.id)).toMatchObject({ published: false, attempts: 1, dead: false });
+    expect(state.get(bad2?.id)).toMatchObject({ published: false, attempts: 0 });
+    expect(state.get(other1?.id)).toMatchObject({ published: true });
+    expect(state.get(other2?.id)).toMatchObject({ published: true });
+    expect(summary.failed).toBe(1);
+    expect(fake.deliveries(queueName(queue.url)).map((delivery) => delivery.dedupId)).toEqual([
+      other1?.id,
+      other2?.id,
+    ]);
+  });
+
+  it("dead-letters at once an entry SQS rejects as invalid, and after max attempts one that keeps failing", async () => {
+    const queue = await newQueue("dead");
+    const [invalid, flaky, healthy] = await writeEvents([anEvent(), anEvent(), anEvent()]);
+    fake.setFaults({
+      failEntry: (entry) => {
+        if (entry.MessageDeduplicationId === invalid?.id)
+          return { code: "InvalidParameterValue", senderFault: true };
+        if (entry.MessageDeduplicationId === flaky?.id) return { code: "InternalError", senderFault: false };
+        return false;
+      },
+    });
+
+    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue.url, { maxAttempts: 3 }));
+
+    const { rows } = await db.pool.query(
+      "select id, attempts, dead_lettered_at is not null as dead, processed_at is not null as published from outbox_events",
+    );
+    const state = new Map(rows.map((row) => [row.id, row]));
+    expect(state.get(invalid?.id)).toMatchObject({ attempts: 1, dead: true, published: false });
+    expect(state.get(flaky?.id)).toMatchObject({ attempts: 3, dead: true, published: false });
+    expect(state.get(healthy?.id)).toMatchObject({ dead: false, published: true });
+  });
+
+  it("republishes with the same dedup ids when the relay dies between publish and record", async () => {
+    const queue = await newQueue("crash");
+    const written = await writeEvents(
+      Array.from({ length: 8 }, (_, i) => anEvent({ aggregateId: `crash-${i}` })),
+    );
+    // The relay's session is killed while SQS holds the (accepted) batch: its record step cannot commit.
+    let killed = false;
+    fake.setFaults({
+      latencyMs: (action) => {
+        if (action !== "SendMessageBatch" || killed) return 0;
+        killed = true;
+        void db.pool.query(
+          "select pg_terminate_backend(pid) from pg_stat_activity where state = 'idle in transaction' and datname = current_database()",
+        );
+        return 200;
+      },
+    });
+
+    // The crashed round rolls back; the same drain's next round claims the rows again and republishes them.
+    const run = await drain(db.pool, sqs, testRelayOptions(queue.url));
+
+    const deliveries = fake.deliveries(queueName(queue.url));
+    const ledger = checkLedger(written, deliveries);
+    expect(killed).toBe(true);
+    expect(run).toMatchObject({ failedRounds: 1, published: 8 });
+    expect(ledger.lost).toEqual([]);
+    expect(ledger.duplicates).toBe(8); // each event sent twice, with the same deduplication id
+    expect(deliveries.filter((delivery) => delivery.duplicate)).toHaveLength(8);
+    expect(await rowStates()).toEqual({ published: 8, pending: 0, dead: 0 });
+  });
+
+  it("keeps every event and per-aggregate order with four relays at once and random publish failures", async () => {
+    const queue = await newQueue("four-relays");
+    const events = Array.from({ length: 2_000 }, (_, i) =>
+      anEvent({ aggregateId: `agg-${i % 50}`, payload: { i } }),
+    );
+    const written = await writeEvents(events);
+    let random = 42;
+    const nextRandom = () => {
+      random = (random * 1_103_515_245 + 12_345) % 2 ** 31;
+      return random / 2 ** 31;
+    };
+    fake.setFaults({
+      failEntry: () => (nextRandom() < 0.1 ? { code: "InternalError", senderFault: false } : false),
+      throttle: (action) => action === "SendMessageBatch" && nextRandom() < 0.03,
+    });
+    const options = testRelayOptions(queue.url, { batchSize: 25, maxAttempts: 100 });
+
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        for (;;) {
+          const summary = await runRelay({ pool: db.pool, sqs, deadline: Date.now() + 30_000 }, options);
+          const { pending } = await rowStates();
+          if (pending === 0) return summary;
+        }
+      }),
+    );
+
+    const ledger = checkLedger(written, fake.deliveries(queueName(queue.url)));
+    expect(fake.stats.failedEntries + fake.stats.throttled).toBeGreaterThan(50); // the faults really happened
+    expect(ledger.lost).toEqual([]);
+    expect(ledger.orderViolations).toEqual([]);
+    expect(await rowStates()).toEqual({ published: 2_000, pending: 0, dead: 0 });
+  });
+});
