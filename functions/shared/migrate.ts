@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type SessionPool, withTransaction } from "./db.ts";
 import { MigrationError } from "./errors.ts";
@@ -18,22 +18,25 @@ export interface MigrateResult {
 }
 
 const FILE_NAME = /^\d{4}_[a-z0-9_]+\.sql$/;
+const FIRST_MIGRATION = "0001_outbox_events.sql";
 
-/** Finds the package's migrations whether running from source, from `dist/`, or from a Lambda bundle. */
+/**
+ * Finds the package's migrations: OUTBOX_MIGRATIONS_DIR, else the nearest `migrations/` folder holding the first
+ * migration, walking up from this file. That covers running from source, from `dist/` at any depth, and from a
+ * Lambda bundle with the folder copied beside it.
+ */
 export function defaultMigrationsDir(): string {
-  const candidates = [
-    process.env.OUTBOX_MIGRATIONS_DIR,
-    fileURLToPath(new URL("../../migrations", import.meta.url)),
-    fileURLToPath(new URL("../migrations", import.meta.url)),
-    fileURLToPath(new URL("./migrations", import.meta.url)),
-  ];
-  const found = candidates.find((dir) => dir !== undefined && existsSync(dir));
-  if (found === undefined) {
-    throw new MigrationError(
-      `migrations folder not found; set OUTBOX_MIGRATIONS_DIR (looked in ${candidates.join(", ")})`,
-    );
+  const configured = process.env.OUTBOX_MIGRATIONS_DIR;
+  if (configured !== undefined && configured !== "") return configured;
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let level = 0; level < 6; level++) {
+    const candidate = join(dir, "migrations");
+    if (existsSync(join(candidate, FIRST_MIGRATION))) return candidate;
+    dir = dirname(dir);
   }
-  return found;
+  throw new MigrationError(
+    `migrations folder (with ${FIRST_MIGRATION}) not found above ${fileURLToPath(import.meta.url)}; set OUTBOX_MIGRATIONS_DIR`,
+  );
 }
 
 /** Replaces the placeholders documented at the top of each migration with quoted identifiers. */
