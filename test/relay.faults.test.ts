@@ -95,7 +95,11 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
 
     for (let i = 0; i < 5; i++) {
       await db.pool.query("update outbox_events set available_at = now()");
-      await drain(db.pool, sqs, testRelayOptions(queue.url, { maxAttempts: 2 }));
+      await drain(
+        db.pool,
+        sqs,
+        testRelayOptions(queue.url, { maxAttempts: 2, backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
+      );
     }
 
     const { rows } = await db.pool.query("select attempts, dead_lettered_at, last_error from outbox_events");
