@@ -1,0 +1,257 @@
+import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps, Validations } from "aws-cdk-lib";
+import * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as logs from "aws-cdk-lib/aws-logs";
+import * as rds from "aws-cdk-lib/aws-rds";
+import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
+import * as subscriptions from "aws-cdk-lib/aws-sns-subscriptions";
+import type { Construct, Node } from "constructs";
+import { type OutboxDatabaseProps, OutboxRelay } from "./outboxRelay.ts";
+
+/** An existing database, named by context values (no account lookups: synth stays offline). */
+export interface ExistingDatabase {
+  /** Complete secret ARN (with its 6-character suffix), so the IAM policy names exactly that secret. */
+  secretArn: string;
+  vpcId: string;
+  /** Subnets for the Lambdas: private, with a route to SQS and Secrets Manager (NAT or VPC endpoints). */
+  subnetIds: string[];
+  /** The database's security group; the Lambdas' group is allowed into it on `port`. */
+  securityGroupId: string;
+  port: number;
+  databaseName?: string;
+}
+
+export interface OutboxExampleStackProps extends StackProps {
+  /** Use this database instead of creating a VPC and an Aurora cluster. */
+  existingDatabase?: ExistingDatabase;
+  /** Subscribe this address to the alarm topic. */
+  alarmEmail?: string;
+  /** Protect the created cluster from deletion (default true; pass false for a throw-away stack). */
+  deletionProtection?: boolean;
+  /** Run the migrations at deploy time (default true). */
+  migrations?: boolean;
+}
+
+/** Reads the example's context values (`cdk deploy -c key=value`, or cdk.json's "context"). */
+export function examplePropsFromContext(node: Node): OutboxExampleStackProps {
+  const text = (key: string): string | undefined => {
+    const value: unknown = node.tryGetContext(key);
+    return value === undefined || value === null || String(value).trim() === ""
+      ? undefined
+      : String(value).trim();
+  };
+  const flag = (key: string): boolean | undefined => {
+    const value = text(key);
+    if (value === undefined) return undefined;
+    if (value === "true" || value === "false") return value === "true";
+    throw new Error(`context ${key} must be true or false, got ${JSON.stringify(value)}`);
+  };
+  const required = (key: string): string => {
+    const value = text(key);
+    if (value === undefined) throw new Error(`context ${key} is required when databaseSecretArn is set`);
+    return value;
+  };
+
+  const props: OutboxExampleStackProps = {};
+  const secretArn = text("databaseSecretArn");
+  if (secretArn !== undefined) {
+    const port = Number(text("databasePort") ?? "5432");
+    if (!Number.isInteger(port) || port < 1 || port > 65_535)
+      throw new Error("context databasePort must be a port");
+    const databaseName = text("databaseName");
+    props.existingDatabase = {
+      secretArn,
+      vpcId: required("vpcId"),
+      subnetIds: required("subnetIds")
+        .split(",")
+        .map((id) => id.trim())
+        .filter((id) => id !== ""),
+      securityGroupId: required("databaseSecurityGroupId"),
+      port,
+      ...(databaseName === undefined ? {} : { databaseName }),
+    };
+  }
+  const alarmEmail = text("alarmEmail");
+  if (alarmEmail !== undefined) props.alarmEmail = alarmEmail;
+  const deletionProtection = flag("deletionProtection");
+  if (deletionProtection !== undefined) props.deletionProtection = deletionProtection;
+  const migrations = flag("migrations");
+  if (migrations !== undefined) props.migrations = migrations;
+  return props;
+}
+
+/**
+ * The example deployment: a VPC without internet access, an Aurora PostgreSQL Serverless v2 cluster with a
+ * generated, rotated secret, and the outbox relay wired to it; or the relay alone against an existing database.
+ */
+export class OutboxExampleStack extends Stack {
+  readonly outbox: OutboxRelay;
+  readonly cluster?: rds.DatabaseCluster;
+
+  constructor(scope: Construct, id: string, props: OutboxExampleStackProps = {}) {
+    super(scope, id, props);
+    let database: OutboxDatabaseProps;
+    let endpoints: ec2.InterfaceVpcEndpoint[] = [];
+    if (props.existingDatabase === undefined) {
+      const created = this.#createDatabase(props.deletionProtection ?? true);
+      this.cluster = created.cluster;
+      database = created.database;
+      endpoints = created.endpoints;
+    } else {
+      database = this.#existingDatabase(props.existingDatabase);
+    }
+
+    this.outbox = new OutboxRelay(this, "Outbox", {
+      database,
+      ...(props.migrations === undefined ? {} : { migrations: props.migrations }),
+      alarms: { createTopic: true },
+      // The backlog gauges (pending, oldest age, dead letters) are published by each purge run. The construct's
+      // default, hourly, would leave the "backlog > 1000 for 2 minutes" alarm an hour late; a run that finds
+      // nothing to delete costs two index scans, so the example purges (and measures) every minute.
+      purge: { schedule: Duration.minutes(1) },
+    });
+    for (const endpoint of endpoints) {
+      for (const group of this.outbox.securityGroups) {
+        endpoint.connections.allowDefaultPortFrom(group, "Outbox Lambdas to the AWS API endpoint");
+      }
+    }
+    if (props.alarmEmail !== undefined && this.outbox.alarmTopic !== undefined) {
+      this.outbox.alarmTopic.addSubscription(new subscriptions.EmailSubscription(props.alarmEmail));
+    }
+
+    new CfnOutput(this, "QueueUrl", { value: this.outbox.queue.queueUrl });
+    new CfnOutput(this, "QueueArn", { value: this.outbox.queue.queueArn });
+    if (this.outbox.consumerDeadLetterQueue !== undefined) {
+      new CfnOutput(this, "ConsumerDeadLetterQueueUrl", {
+        value: this.outbox.consumerDeadLetterQueue.queueUrl,
+      });
+    }
+    new CfnOutput(this, "RelayFunctionName", { value: this.outbox.relayFunction.functionName });
+    new CfnOutput(this, "PurgeFunctionName", { value: this.outbox.purgeFunction.functionName });
+    if (this.outbox.alarmTopic !== undefined) {
+      new CfnOutput(this, "AlarmTopicArn", { value: this.outbox.alarmTopic.topicArn });
+    }
+    new CfnOutput(this, "DatabaseSecretArn", { value: database.secret.secretArn });
+    if (this.cluster !== undefined) {
+      new CfnOutput(this, "DatabaseEndpoint", { value: this.cluster.clusterEndpoint.socketAddress });
+    }
+  }
+
+  #createDatabase(deletionProtection: boolean): {
+    cluster: rds.DatabaseCluster;
+    endpoints: ec2.InterfaceVpcEndpoint[];
+    database: OutboxDatabaseProps;
+  } {
+    // Isolated subnets only: no internet gateway, no NAT. The Lambdas reach AWS through the two interface
+    // endpoints below (~4 x $0.01/hour for 2 AZs, less than one NAT gateway) and the database directly.
+    const vpc = new ec2.Vpc(this, "Vpc", {
+      maxAzs: 2,
+      natGateways: 0,
+      subnetConfiguration: [{ name: "data", subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 24 }],
+    });
+    const flowLogs = new logs.LogGroup(this, "VpcFlowLogs", {
+      retention: logs.RetentionDays.ONE_MONTH,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    vpc.addFlowLog("FlowLog", {
+      destination: ec2.FlowLogDestination.toCloudWatchLogs(flowLogs),
+      // Rejected traffic only: what an investigation needs (blocked connections), at a fraction of the volume.
+      trafficType: ec2.FlowLogTrafficType.REJECT,
+    });
+    const subnets: ec2.SubnetSelection = { subnetType: ec2.SubnetType.PRIVATE_ISOLATED };
+    // `open: false`: only the security groups allowed in below (the outbox Lambdas, the rotation Lambda) may
+    // use the endpoints, not everything in the VPC's CIDR.
+    const secretsEndpoint = vpc.addInterfaceEndpoint("SecretsManagerEndpoint", {
+      service: ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
+      subnets,
+      open: false,
+    });
+    const sqsEndpoint = vpc.addInterfaceEndpoint("SqsEndpoint", {
+      service: ec2.InterfaceVpcEndpointAwsService.SQS,
+      subnets,
+      open: false,
+    });
+
+    // RDS creates /aws/rds/cluster/<id>/postgresql when it first exports logs, with no retention. Creating the
+    // group first (hence a fixed identifier) sets retention without CDK's log-retention Lambda.
+    const clusterIdentifier = `${this.stackName}-outbox`.toLowerCase();
+    const postgresLogs = new logs.LogGroup(this, "DatabaseLogs", {
+      logGroupName: `/aws/rds/cluster/${clusterIdentifier}/postgresql`,
+      retention: logs.RetentionDays.ONE_MONTH,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    const cluster = new rds.DatabaseCluster(this, "Database", {
+      clusterIdentifier,
+      // Pinned: engine upgrades are a decision, not a side effect of a CDK upgrade.
+      engine: rds.DatabaseClusterEngine.auroraPostgres({ version: rds.AuroraPostgresEngineVersion.VER_17_5 }),
+      writer: rds.ClusterInstance.serverlessV2("Writer"),
+      // 0.5 ACU floor: the relay polls every minute, so the cluster would never auto-pause anyway.
+      serverlessV2MinCapacity: 0.5,
+      serverlessV2MaxCapacity: 4,
+      vpc,
+      vpcSubnets: subnets,
+      credentials: rds.Credentials.fromGeneratedSecret("outbox_admin"),
+      defaultDatabaseName: "app",
+      storageEncrypted: true,
+      deletionProtection,
+      removalPolicy: deletionProtection ? RemovalPolicy.SNAPSHOT : RemovalPolicy.DESTROY,
+      backup: { retention: Duration.days(7) },
+      cloudwatchLogsExports: ["postgresql"],
+    });
+    cluster.node.addDependency(postgresLogs);
+    // Monthly rotation; the Lambdas re-read the secret after an authentication failure, so they follow it.
+    cluster.addRotationSingleUser({
+      automaticallyAfter: Duration.days(30),
+      endpoint: secretsEndpoint,
+      vpcSubnets: subnets,
+    });
+
+    Validations.of(cluster).acknowledge({
+      id: "AwsSolutions-RDS6",
+      reason:
+        "The outbox Lambdas authenticate with the Secrets Manager password (rotated monthly); IAM tokens " +
+        "would need a refresh every 15 minutes in a pool built for password rotation.",
+    });
+    const secret = cluster.secret;
+    if (secret === undefined) throw new Error("the cluster has no generated secret");
+    return {
+      cluster,
+      endpoints: [secretsEndpoint, sqsEndpoint],
+      database: {
+        secret,
+        databaseName: "app",
+        vpc,
+        vpcSubnets: subnets,
+        connections: cluster,
+        // Migrations wait for the cluster, its writer and the secret attachment.
+        readiness: [cluster],
+      },
+    };
+  }
+
+  #existingDatabase(existing: ExistingDatabase): OutboxDatabaseProps {
+    if (existing.subnetIds.length === 0) throw new Error("context subnetIds must name at least one subnet");
+    const vpc = ec2.Vpc.fromVpcAttributes(this, "Vpc", {
+      vpcId: existing.vpcId,
+      // Only explicit subnets are selected below, so the zones are never used to pick any.
+      availabilityZones: existing.subnetIds.map(() => ""),
+    });
+    const subnets = existing.subnetIds.map((id, index) =>
+      ec2.Subnet.fromSubnetId(this, `Subnet${index}`, id),
+    );
+    const databaseGroup = ec2.SecurityGroup.fromSecurityGroupId(
+      this,
+      "DatabaseSecurityGroup",
+      existing.securityGroupId,
+    );
+    return {
+      secret: secretsmanager.Secret.fromSecretCompleteArn(this, "DatabaseSecret", existing.secretArn),
+      ...(existing.databaseName === undefined ? {} : { databaseName: existing.databaseName }),
+      vpc,
+      vpcSubnets: { subnets },
+      connections: new ec2.Connections({
+        securityGroups: [databaseGroup],
+        defaultPort: ec2.Port.tcp(existing.port),
+      }),
+    };
+  }
+}
