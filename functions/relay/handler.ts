@@ -1,9 +1,11 @@
 import { Logger } from "@aws-lambda-powertools/logger";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
+import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { createDatabasePool } from "#shared/connection.ts";
+import { createMetrics, RelayMetrics } from "#shared/metrics.ts";
 import { listenForOutboxInserts } from "#shared/notify.ts";
 import { type RelaySummary, runRelay } from "#shared/relay.ts";
 import { relayConfigFromEnv } from "#shared/relayConfig.ts";
@@ -11,6 +13,7 @@ import { relayConfigFromEnv } from "#shared/relayConfig.ts";
 // Cold start: configuration errors fail here, naming the variable, before any event is handled.
 const config = relayConfigFromEnv(process.env);
 const logger = new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? "outbox-relay" });
+const metrics = createMetrics(process.env, "outbox-relay");
 // The SDK reads AWS_ENDPOINT_URL / region / credentials from the environment as usual. Its own retries are
 // kept short: the relay's backoff, not the SDK's, decides when a failed row is tried again.
 const sqs = new SQSClient({
@@ -35,9 +38,12 @@ export async function relay(
     config.maxDurationMs === undefined ? budgetEnd : Math.min(budgetEnd, now + config.maxDurationMs);
   // LISTEN per invocation: a session kept across frozen invocations would likely be dead on the next one.
   const wakeUp = config.listen ? await listenForOutboxInserts(pool, config.relay) : undefined;
-  const summary = await runRelay({ pool, sqs, deadline, logger, wakeUp }, config.relay).finally(() =>
+  const relayMetrics = new RelayMetrics(metrics);
+  const onRound = relayMetrics.recordRound.bind(relayMetrics);
+  const summary = await runRelay({ pool, sqs, deadline, logger, wakeUp, onRound }, config.relay).finally(() =>
     wakeUp?.close(),
   );
+  relayMetrics.finish();
   logger.info("relay finished", { summary });
   if (summary.rounds === 0 && summary.failedRounds > 0) {
     // Nothing worked in this invocation (database unreachable?): fail it so Lambda's Errors metric and alarm see it.
@@ -46,4 +52,4 @@ export async function relay(
   return summary;
 }
 
-export const handler = middy(relay).use(injectLambdaContext(logger));
+export const handler = middy(relay).use(injectLambdaContext(logger)).use(logMetrics(metrics));

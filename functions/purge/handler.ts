@@ -1,0 +1,45 @@
+import { Logger } from "@aws-lambda-powertools/logger";
+import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
+import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
+import middy from "@middy/core";
+import type { Context, ScheduledEvent } from "aws-lambda";
+import { createDatabasePool } from "#shared/connection.ts";
+import { createMetrics, recordOutboxSnapshot, recordPurgeSummary } from "#shared/metrics.ts";
+import { type PurgeSummary, readOutboxSnapshot, runPurge } from "#shared/purge.ts";
+import { purgeConfigFromEnv } from "#shared/purgeConfig.ts";
+
+// Cold start: configuration errors fail here, naming the variable, before any event is handled.
+const config = purgeConfigFromEnv(process.env);
+const logger = new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? "outbox-purge" });
+const metrics = createMetrics(process.env, "outbox-purge");
+const pool = await createDatabasePool(config.database, {
+  max: 1,
+  applicationName: "outbox-purge",
+  onError: (error) =>
+    logger.warn("idle database connection failed; it will be replaced", { error: error.message }),
+});
+
+/**
+ * Invoked by an EventBridge schedule (every minute: the alarms' period). Reports how the outbox stands, then
+ * deletes old published rows until none are left or the budget ends; one line of metrics per run.
+ */
+export async function purge(
+  _event: ScheduledEvent | Record<string, never>,
+  context: Context,
+): Promise<PurgeSummary> {
+  // The snapshot first: the alarms depend on it, so a long or failing purge must not starve it. It reads only
+  // unpublished rows, which the purge does not touch (dead letters aside, when their retention is set).
+  const snapshot = await readOutboxSnapshot(pool, config.purge);
+  recordOutboxSnapshot(metrics, snapshot);
+  const deadline = Date.now() + context.getRemainingTimeInMillis() - config.budgetMarginMs;
+  const summary = await runPurge({ pool, deadline, logger }, config.purge);
+  recordPurgeSummary(metrics, summary);
+  logger.info("purge finished", { summary, snapshot });
+  if (summary.stoppedBy === "error") {
+    // Fail the invocation so Lambda's Errors metric sees it; the metrics above are still published.
+    throw new Error(`purge stopped by an error: ${summary.error}`);
+  }
+  return summary;
+}
+
+export const handler = middy(purge).use(injectLambdaContext(logger)).use(logMetrics(metrics));
