@@ -17,6 +17,15 @@ export {
 export { type OutboxLocation, outboxNames } from "./identifiers.ts";
 export { type MigrateOptions, type MigrateResult, migrate } from "./migrate.ts";
 export {
+  DEFAULT_PURGE_OPTIONS,
+  type PurgeDeps,
+  type PurgeOptions,
+  type PurgeSummary,
+  readOutboxSnapshot,
+  runPurge,
+} from "./purge.ts";
+export { type PurgeConfig, purgeConfigFromEnv } from "./purgeConfig.ts";
+export {
   DEFAULT_RELAY_OPTIONS,
   type RelayDeps,
   type RelayOptions,
@@ -26,4 +35,5 @@ export {
   runRelay,
 } from "./relay.ts";
 export { type RelayConfig, relayConfigFromEnv } from "./relayConfig.ts";
+export { type EventTypeSnapshot, type OutboxSnapshot, outboxSnapshot } from "./sql/outboxSnapshot.ts";
 export { MAX_HEADERS, SQS_MAX_MESSAGE_BYTES, STANDARD_ATTRIBUTES } from "./sqsMessage.ts";
