@@ -186,7 +186,12 @@ export async function runRelay(deps: RelayDeps, options: RelayOptions): Promise<
     summary.published += report.published;
     summary.failed += report.failed;
     summary.deadLettered += report.deadLettered;
-    deps.onRound?.(report);
+    try {
+      deps.onRound?.(report);
+    } catch (error) {
+      // Observers (metrics) must never stop the relay.
+      deps.logger?.warn("round observer failed", { error: errorMessage(error) });
+    }
 
     const fullBatch = report.claimed === options.batchSize && report.published > 0;
     if (fullBatch) {
@@ -224,7 +229,7 @@ async function pause(deps: RelayDeps, ms: number, wakeable: boolean) {
 export async function relayRound(deps: RelayDeps, options: RelayOptions): Promise<RoundReport> {
   const names = outboxNames(options);
   const started = performance.now();
-  return withTransaction(deps.pool, async (client) => {
+  const report = await withTransaction(deps.pool, async (client) => {
     // Transaction-local, so a pooled (or RDS Proxy) session is left as it was. The idle timeout covers the
     // publish, when the session sits idle in the transaction holding row locks: if this process freezes or
     // dies, Postgres ends the session and releases the rows within that bound.
@@ -241,7 +246,7 @@ export async function relayRound(deps: RelayDeps, options: RelayOptions): Promis
       limit: options.batchSize,
       strictOrder: options.strictOrder,
     });
-    if (rows.length === 0) return emptyReport(performance.now() - started);
+    if (rows.length === 0) return emptyReport(0);
 
     const results = await publishRows(deps.sqs, rows, {
       queueUrl: options.queueUrl,
@@ -274,9 +279,10 @@ export async function relayRound(deps: RelayDeps, options: RelayOptions): Promis
         logFailure(deps.logger, result, dead);
       }
     }
-    report.durationMs = performance.now() - started;
     return report;
   });
+  report.durationMs = performance.now() - started; // claim to commit: what the rows' locks cost
+  return report;
 }
 
 /**
