@@ -1,0 +1,600 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { App, Duration, Stack, Validations } from "aws-cdk-lib";
+import { Match, Template } from "aws-cdk-lib/assertions";
+import * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as kms from "aws-cdk-lib/aws-kms";
+import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
+import * as sns from "aws-cdk-lib/aws-sns";
+import * as sqs from "aws-cdk-lib/aws-sqs";
+import { AwsSolutionsChecks } from "cdk-nag";
+import type { IConstruct } from "constructs";
+import { describe, expect, it } from "vitest";
+import { examplePropsFromContext, OutboxExampleStack } from "../infra/exampleStack.ts";
+import { DEFAULT_MIGRATIONS_DIR, hashMigrations, OutboxRelay, PROJECT_ROOT } from "../infra/outboxRelay.ts";
+import { relayTiming } from "../infra/relayTiming.ts";
+
+/**
+ * In-process synthesis of the example stack and of the construct on its own. Bundling is skipped here
+ * (`aws:cdk:bundling-stacks: []`): these tests look at the template; infra.synth.test.ts runs the real
+ * `cdk synth` with esbuild, cfn-lint and the bundled migration handler.
+ */
+const CDK_CONTEXT = JSON.parse(readFileSync(join(PROJECT_ROOT, "cdk.json"), "utf8")).context as Record<
+  string,
+  unknown
+>;
+
+function newApp(context: Record<string, unknown> = {}): App {
+  return new App({ context: { ...CDK_CONTEXT, "aws:cdk:bundling-stacks": [], ...context } });
+}
+
+function exampleApp(context: Record<string, unknown> = {}) {
+  const app = newApp(context);
+  const stack = new OutboxExampleStack(app, "Example", examplePropsFromContext(app.node));
+  return { app, stack, template: Template.fromStack(stack) };
+}
+
+type Resource = { Type: string; Properties?: Record<string, unknown>; DependsOn?: string[] };
+
+function resources(template: Template, type: string): [string, Resource][] {
+  return Object.entries(template.findResources(type) as Record<string, Resource>);
+}
+
+/** The one resource of `type` whose logical id is `prefix` plus CDK's 8-character hash. */
+function logicalId(template: Template, type: string, prefix: string): string {
+  const pattern = new RegExp(`^${prefix}[0-9A-F]{8}$`);
+  const found = resources(template, type).filter(([id]) => pattern.test(id));
+  if (found.length !== 1) throw new Error(`expected one ${type} named ${prefix}*, found ${found.length}`);
+  return (found[0] as [string, Resource])[0];
+}
+
+/** Every statement of every identity policy (inline in roles, or AWS::IAM::Policy), with where it came from. */
+function identityStatements(template: Template) {
+  const statements: { source: string; statement: Record<string, unknown> }[] = [];
+  for (const [id, policy] of resources(template, "AWS::IAM::Policy")) {
+    const doc = policy.Properties?.PolicyDocument as { Statement: Record<string, unknown>[] };
+    for (const statement of doc.Statement) statements.push({ source: id, statement });
+  }
+  for (const [id, role] of resources(template, "AWS::IAM::Role")) {
+    for (const inline of (role.Properties?.Policies ?? []) as {
+      PolicyDocument: { Statement: Record<string, unknown>[] };
+    }[]) {
+      for (const statement of inline.PolicyDocument.Statement) statements.push({ source: id, statement });
+    }
+  }
+  return statements;
+}
+
+function asArray<T>(value: T | T[]): T[] {
+  return Array.isArray(value) ? value : [value];
+}
+
+/** cdk-nag's findings, with the acknowledgements honoured (`raw: false`) or ignored (`raw: true`). */
+function nagFindings(scope: IConstruct, raw = false): string[] {
+  const pack = new AwsSolutionsChecks(undefined, { verbose: true });
+  // The pack's acknowledgement check, switched off to see what each acknowledgement is hiding.
+  if (raw) (pack as unknown as { isAcknowledged: () => boolean }).isAcknowledged = () => false;
+  return pack
+    .validateScope(scope)
+    .violations.flatMap((v) =>
+      v.violatingResources.map(
+        (r) => `${v.ruleName} (${v.severity}) at ${r.constructPath}: ${v.description}`,
+      ),
+    );
+}
+
+function acknowledgements(scope: IConstruct): { path: string; id: string; reason: string }[] {
+  const found: { path: string; id: string; reason: string }[] = [];
+  const walk = (c: IConstruct) => {
+    for (const entry of c.node.metadata) {
+      if (entry.type !== Validations.ACKNOWLEDGED_RULES_METADATA_KEY) continue;
+      for (const [id, reason] of Object.entries(entry.data as Record<string, string>)) {
+        found.push({ path: c.node.path, id, reason });
+      }
+    }
+    for (const child of c.node.children) walk(child);
+  };
+  walk(scope);
+  return found;
+}
+
+describe("relay timing arithmetic", () => {
+  it("sizes a 1-minute schedule at 80 s of dwell, a 90 s timeout and reserved concurrency 2", () => {
+    expect(relayTiming({ scheduleSeconds: 60 })).toEqual({
+      roundReserveMs: 20_000,
+      maxDurationMs: 80_000,
+      timeoutSeconds: 90,
+      reservedConcurrency: 2,
+    });
+  });
+
+  it("keeps some invocation claiming through every interval, with at most one overlap, for any schedule", () => {
+    for (const minutes of [1, 2, 5, 10, 13]) {
+      for (const [publishTimeoutMs, statementTimeoutMs] of [
+        [10_000, 5_000],
+        [2_000, 1_000],
+        [30_000, 15_000],
+      ] as const) {
+        const scheduleSeconds = minutes * 60;
+        const t = relayTiming({
+          scheduleSeconds,
+          publishTimeoutMs,
+          statementTimeoutMs,
+          budgetMarginMs: 5_000,
+        });
+        // The last round starts at maxDuration - reserve: no later than the next tick means no gap.
+        expect(t.maxDurationMs - t.roundReserveMs).toBeGreaterThanOrEqual(scheduleSeconds * 1000);
+        // The dwell cap, not the Lambda deadline minus the margin, ends the invocation.
+        expect(t.timeoutSeconds * 1000 - 5_000).toBeGreaterThan(t.maxDurationMs);
+        // Invocations started every interval, each lasting at most the timeout, overlap at most this many.
+        expect(t.reservedConcurrency).toBe(Math.ceil(t.timeoutSeconds / scheduleSeconds));
+        expect(t.timeoutSeconds).toBeLessThanOrEqual(900);
+      }
+    }
+  });
+
+  it("refuses schedules that are not whole minutes or that Lambda's 900 s cannot cover", () => {
+    expect(() => relayTiming({ scheduleSeconds: 90 })).toThrow(/whole number of minutes/);
+    expect(() => relayTiming({ scheduleSeconds: 15 * 60 })).toThrow(/over Lambda's 900 s/);
+  });
+});
+
+describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct", () => {
+  const { app, template } = exampleApp();
+
+  it("creates a high-throughput FIFO queue of 1 MiB messages, encrypted, with a FIFO dead-letter queue", () => {
+    const queueId = logicalId(template, "AWS::SQS::Queue", "OutboxQueue");
+    const dlqId = logicalId(template, "AWS::SQS::Queue", "OutboxConsumerDeadLetterQueue");
+    template.hasResource("AWS::SQS::Queue", {
+      Properties: {
+        FifoQueue: true,
+        ContentBasedDeduplication: false,
+        DeduplicationScope: "messageGroup",
+        FifoThroughputLimit: "perMessageGroupId",
+        MaximumMessageSize: 1_048_576,
+        SqsManagedSseEnabled: true,
+        RedrivePolicy: { deadLetterTargetArn: { "Fn::GetAtt": [dlqId, "Arn"] }, maxReceiveCount: 5 },
+      },
+      UpdateReplacePolicy: "Retain",
+      DeletionPolicy: "Retain",
+    });
+    expect(
+      resources(template, "AWS::SQS::Queue")
+        .map(([id]) => id)
+        .sort(),
+    ).toEqual([dlqId, queueId].sort());
+  });
+
+  it("denies every non-TLS request to both queues", () => {
+    for (const name of ["OutboxQueue", "OutboxConsumerDeadLetterQueue"]) {
+      const queueId = logicalId(template, "AWS::SQS::Queue", name);
+      template.hasResourceProperties("AWS::SQS::QueuePolicy", {
+        Queues: [{ Ref: queueId }],
+        PolicyDocument: {
+          Statement: Match.arrayWith([
+            Match.objectLike({
+              Effect: "Deny",
+              Action: "sqs:*",
+              Condition: { Bool: { "aws:SecureTransport": "false" } },
+              Principal: { AWS: "*" },
+            }),
+          ]),
+        },
+      });
+    }
+  });
+
+  it("runs the relay on nodejs24.x/arm64 as an ESM bundle, in the VPC, sized for a 1-minute schedule", () => {
+    const relayId = logicalId(template, "AWS::Lambda::Function", "OutboxRelayFunction");
+    const relay = template.toJSON().Resources[relayId] as Resource;
+    expect(relay.Properties).toMatchObject({
+      Runtime: "nodejs24.x",
+      Architectures: ["arm64"],
+      Handler: "index.handler",
+      Timeout: 90,
+      ReservedConcurrentExecutions: 2,
+      MemorySize: 512,
+      VpcConfig: {
+        SecurityGroupIds: [
+          {
+            "Fn::GetAtt": [
+              logicalId(template, "AWS::EC2::SecurityGroup", "OutboxFunctionsSecurityGroup"),
+              "GroupId",
+            ],
+          },
+        ],
+      },
+      Environment: {
+        Variables: {
+          DATABASE_SECRET_ARN: {
+            Ref: logicalId(
+              template,
+              "AWS::SecretsManager::SecretTargetAttachment",
+              "DatabaseSecretAttachment",
+            ),
+          },
+          DATABASE_NAME: "app",
+          OUTBOX_QUEUE_URL: { Ref: logicalId(template, "AWS::SQS::Queue", "OutboxQueue") },
+          RELAY_MODE: "dwell",
+          RELAY_MAX_DURATION_MS: "80000",
+          RELAY_BUDGET_MARGIN_MS: "5000",
+          RELAY_MAX_MESSAGE_BYTES: "1048576",
+          POWERTOOLS_SERVICE_NAME: "outbox-relay",
+          POWERTOOLS_METRICS_NAMESPACE: "OutboxRelay",
+          NODE_OPTIONS: "--enable-source-maps",
+        },
+      },
+    });
+    // Stale ticks are dropped, not retried or queued for hours.
+    template.hasResourceProperties("AWS::Lambda::EventInvokeConfig", {
+      FunctionName: { Ref: relayId },
+      MaximumRetryAttempts: 0,
+      MaximumEventAgeInSeconds: 60,
+    });
+  });
+
+  it("puts no credential in any Lambda environment: the secret is referenced by ARN only", () => {
+    for (const [id, fn] of resources(template, "AWS::Lambda::Function")) {
+      const variables = ((fn.Properties?.Environment as { Variables?: Record<string, unknown> })?.Variables ??
+        {}) as Record<string, unknown>;
+      for (const [name, value] of Object.entries(variables)) {
+        expect(name, `${id}.${name}`).not.toMatch(/PASSWORD|DATABASE_URL|SECRET$/);
+        expect(JSON.stringify(value), `${id}.${name}`).not.toMatch(/resolve:secretsmanager|SecretString/);
+      }
+    }
+  });
+
+  it("starts the relay every minute and the purge every minute (example), only after the migrations", () => {
+    const migrationsId = logicalId(template, "Custom::OutboxMigrations", "OutboxMigrations");
+    for (const [name, rate] of [
+      ["Relay", "rate(1 minute)"],
+      ["Purge", "rate(1 minute)"],
+    ] as const) {
+      const fnId = logicalId(template, "AWS::Lambda::Function", `Outbox${name}Function`);
+      const ruleId = logicalId(template, "AWS::Events::Rule", `Outbox${name}Schedule`);
+      template.hasResource("AWS::Events::Rule", {
+        Properties: {
+          ScheduleExpression: rate,
+          State: "ENABLED",
+          Targets: [
+            {
+              Arn: { "Fn::GetAtt": [fnId, "Arn"] },
+              RetryPolicy: { MaximumRetryAttempts: 0, MaximumEventAgeInSeconds: 60 },
+            },
+          ],
+        },
+        DependsOn: [migrationsId],
+      });
+      // Lambda accepts invocations from this rule only.
+      template.hasResourceProperties("AWS::Lambda::Permission", {
+        Action: "lambda:InvokeFunction",
+        FunctionName: { "Fn::GetAtt": [fnId, "Arn"] },
+        Principal: "events.amazonaws.com",
+        SourceArn: { "Fn::GetAtt": [ruleId, "Arn"] },
+      });
+    }
+  });
+
+  it("scopes IAM to the queue and the secret; the only '*' is the ENI statement AWS requires", () => {
+    const secret = {
+      Ref: logicalId(template, "AWS::SecretsManager::SecretTargetAttachment", "DatabaseSecretAttachment"),
+    };
+    const queue = { "Fn::GetAtt": [logicalId(template, "AWS::SQS::Queue", "OutboxQueue"), "Arn"] };
+    const ours = identityStatements(template).filter(({ source }) => source.startsWith("Outbox"));
+    const grantsOf = (role: string) =>
+      ours
+        .filter(({ source }) => source.startsWith(`Outbox${role}Role`))
+        .map(({ statement }) => ({ Action: statement.Action, Resource: statement.Resource }));
+
+    expect(grantsOf("Relay")).toEqual(
+      expect.arrayContaining([
+        { Action: "secretsmanager:GetSecretValue", Resource: secret },
+        { Action: "sqs:SendMessage", Resource: queue },
+      ]),
+    );
+    for (const role of ["Relay", "Purge", "Migrate"]) {
+      const actions = grantsOf(role).flatMap((s) => asArray(s.Action as string | string[]));
+      expect(
+        actions.filter((a) => a.startsWith("sqs:")),
+        role,
+      ).toEqual(role === "Relay" ? ["sqs:SendMessage"] : []);
+      expect(
+        actions.filter((a) => a.startsWith("secretsmanager:")),
+        role,
+      ).toEqual(["secretsmanager:GetSecretValue"]);
+      expect(
+        actions.some((a) => a.includes("*")),
+        role,
+      ).toBe(false);
+    }
+    for (const { source, statement } of identityStatements(template)) {
+      for (const resource of asArray(statement.Resource)) {
+        if (resource !== "*") continue;
+        expect(statement.Sid, `${source} has Resource "*"`).toBe("ManageVpcNetworkInterfaces");
+        expect(asArray(statement.Action as string | string[]).every((a) => a.startsWith("ec2:"))).toBe(true);
+      }
+    }
+    // No AWS managed policy on our roles: their log permissions would cover every log group.
+    for (const [id, role] of resources(template, "AWS::IAM::Role").filter(([id]) =>
+      id.startsWith("Outbox"),
+    )) {
+      expect(role.Properties?.ManagedPolicyArns, id).toBeUndefined();
+    }
+  });
+
+  it("gives each Lambda its own log group with a one-month retention", () => {
+    for (const name of ["Relay", "Purge", "Migrate"]) {
+      const fnId = logicalId(template, "AWS::Lambda::Function", `Outbox${name}Function`);
+      const logsId = logicalId(template, "AWS::Logs::LogGroup", `Outbox${name}Logs`);
+      expect((template.toJSON().Resources[fnId] as Resource).Properties).toMatchObject({
+        LoggingConfig: { LogGroup: { Ref: logsId } },
+        Role: { "Fn::GetAtt": [logicalId(template, "AWS::IAM::Role", `Outbox${name}Role`), "Arn"] },
+      });
+    }
+    for (const [id, group] of resources(template, "AWS::Logs::LogGroup")) {
+      expect(group.Properties?.RetentionInDays, id).toBe(30);
+    }
+  });
+
+  it("runs the migrations at deploy time, after the cluster, and re-runs them when a file changes", () => {
+    const migrations = resources(template, "Custom::OutboxMigrations");
+    expect(migrations).toHaveLength(1);
+    const [, resource] = migrations[0] as [string, Resource];
+    expect(resource.Properties?.MigrationsHash).toBe(hashMigrations(DEFAULT_MIGRATIONS_DIR));
+    expect(resource.Properties?.ServiceTimeout).toBe("600");
+    expect(resource.DependsOn).toEqual(
+      expect.arrayContaining([
+        logicalId(template, "AWS::RDS::DBCluster", "Database"),
+        logicalId(template, "AWS::RDS::DBInstance", "DatabaseWriter"),
+        logicalId(template, "AWS::SecretsManager::SecretTargetAttachment", "DatabaseSecretAttachment"),
+      ]),
+    );
+  });
+
+  it("alarms on backlog, age, dead letters, slow rounds and relay errors/throttles, notifying an encrypted topic", () => {
+    const topicId = logicalId(template, "AWS::SNS::Topic", "OutboxAlarmTopic");
+    template.hasResourceProperties("AWS::SNS::Topic", {
+      KmsMasterKeyId: {
+        "Fn::GetAtt": [logicalId(template, "AWS::KMS::Key", "OutboxAlarmTopicKey"), "Arn"],
+      },
+    });
+    const alarm = (metricName: string, extra: Record<string, unknown>) =>
+      template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+        MetricName: metricName,
+        AlarmActions: [{ Ref: topicId }],
+        OKActions: [{ Ref: topicId }],
+        ...extra,
+      });
+    const gauge = {
+      Namespace: "OutboxRelay",
+      Dimensions: [{ Name: "service", Value: "outbox-purge" }],
+      Period: 60,
+    };
+    alarm("PendingEvents", {
+      ...gauge,
+      Threshold: 1000,
+      EvaluationPeriods: 2,
+      ComparisonOperator: "GreaterThanThreshold",
+    });
+    alarm("OldestPendingAgeSeconds", {
+      ...gauge,
+      Threshold: 900,
+      ComparisonOperator: "GreaterThanThreshold",
+    });
+    alarm("DeadLetters", { ...gauge, Threshold: 0, ComparisonOperator: "GreaterThanThreshold" });
+    alarm("BatchDuration", {
+      Namespace: "OutboxRelay",
+      Dimensions: [{ Name: "service", Value: "outbox-relay" }],
+      ExtendedStatistic: "p95",
+      Threshold: 5000,
+    });
+    alarm("Errors", {
+      Namespace: "AWS/Lambda",
+      Dimensions: [{ Name: "FunctionName", Value: Match.anyValue() }],
+    });
+    alarm("Throttles", { Namespace: "AWS/Lambda", Threshold: 1 });
+    alarm("ApproximateNumberOfMessagesVisible", { Namespace: "AWS/SQS", Threshold: 0 });
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 8);
+    template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
+  });
+
+  it("passes cdk-nag's AWS Solutions rules with no unacknowledged finding", () => {
+    expect(nagFindings(app)).toEqual([]);
+  });
+
+  it("acknowledges only findings that exist, each with a written reason", () => {
+    const acks = acknowledgements(app).filter((a) => a.id.includes("AwsSolutions-"));
+    for (const ack of acks) expect(ack.reason.length, `${ack.path} ${ack.id}`).toBeGreaterThan(60);
+    const raw = nagFindings(app, true);
+    for (const ack of acks) {
+      const rule = ack.id.replace(/^annotation::/i, "");
+      expect(
+        raw.some((finding) => finding.startsWith(`${rule} (`) && finding.includes(`at ${ack.path}/`)),
+        `stale acknowledgement ${rule} on ${ack.path}`,
+      ).toBe(true);
+    }
+    expect(acks.map((a) => `${a.path} ${a.id.replace(/^annotation::/i, "")}`).sort()).toEqual([
+      "Example/Database AwsSolutions-RDS6",
+      "Example/Outbox/MigrateRole AwsSolutions-IAM5[Resource::*]",
+      expect.stringMatching(
+        /^Example\/Outbox\/MigrationsProviderRole AwsSolutions-IAM5\[Resource::<OutboxMigrateFunction\w+\.Arn>:\*\]$/,
+      ),
+      "Example/Outbox/PurgeRole AwsSolutions-IAM5[Resource::*]",
+      "Example/Outbox/RelayRole AwsSolutions-IAM5[Resource::*]",
+    ]);
+  });
+});
+
+describe("example stack against an existing database (context values, no lookups)", () => {
+  const secretArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:orders/db-AbCdEf";
+  const { app, template } = exampleApp({
+    databaseSecretArn: secretArn,
+    vpcId: "vpc-0123456789abcdef0",
+    subnetIds: "subnet-0aaaaaaaaaaaaaaaa, subnet-0bbbbbbbbbbbbbbbb",
+    databaseSecurityGroupId: "sg-0cccccccccccccccc",
+    databasePort: "6432",
+    databaseName: "orders",
+    migrations: "false",
+  });
+
+  it("creates no VPC or database, and places the Lambdas in the given subnets", () => {
+    template.resourceCountIs("AWS::EC2::VPC", 0);
+    template.resourceCountIs("AWS::RDS::DBCluster", 0);
+    template.resourceCountIs("Custom::OutboxMigrations", 0);
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Runtime: "nodejs24.x",
+      VpcConfig: { SubnetIds: ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"] },
+      Environment: {
+        Variables: Match.objectLike({ DATABASE_SECRET_ARN: secretArn, DATABASE_NAME: "orders" }),
+      },
+    });
+  });
+
+  it("opens the database's security group to the Lambdas' on the given port", () => {
+    template.hasResourceProperties("AWS::EC2::SecurityGroupIngress", {
+      GroupId: "sg-0cccccccccccccccc",
+      FromPort: 6432,
+      ToPort: 6432,
+      SourceSecurityGroupId: {
+        "Fn::GetAtt": [
+          logicalId(template, "AWS::EC2::SecurityGroup", "OutboxFunctionsSecurityGroup"),
+          "GroupId",
+        ],
+      },
+    });
+  });
+
+  it("grants GetSecretValue on exactly that secret ARN", () => {
+    const reads = identityStatements(template).filter(({ statement }) =>
+      asArray(statement.Action as string | string[]).some((a) => a.startsWith("secretsmanager:")),
+    );
+    expect(reads.length).toBeGreaterThan(0);
+    for (const { statement } of reads) expect(statement.Resource).toBe(secretArn);
+  });
+
+  it("passes cdk-nag with no unacknowledged finding", () => {
+    expect(nagFindings(app)).toEqual([]);
+  });
+
+  it("names the missing context value", () => {
+    expect(() => exampleApp({ databaseSecretArn: secretArn, vpcId: "vpc-1" })).toThrow(
+      /context subnetIds is required/,
+    );
+  });
+});
+
+describe("OutboxRelay construct options", () => {
+  type Props = ConstructorParameters<typeof OutboxRelay>[2];
+
+  /** The construct in a stack of its own, against an imported VPC and secret; `extra` may add resources. */
+  function constructStack(extra: (stack: Stack) => Partial<Props> = () => ({})) {
+    const stack = new Stack(newApp(), "Consumer");
+    const vpc = ec2.Vpc.fromVpcAttributes(stack, "Vpc", {
+      vpcId: "vpc-0123456789abcdef0",
+      availabilityZones: ["eu-west-1a"],
+      privateSubnetIds: ["subnet-0123456789abcdef0"],
+      privateSubnetRouteTableIds: ["rtb-0123456789abcdef0"],
+    });
+    const secret = secretsmanager.Secret.fromSecretCompleteArn(
+      stack,
+      "Secret",
+      "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf",
+    );
+    new OutboxRelay(stack, "Outbox", { database: { secret, vpc }, migrations: false, ...extra(stack) });
+    return Template.fromStack(stack);
+  }
+
+  it("publishes to an existing FIFO queue: no queue created, SendMessage on its ARN, 256 KiB messages", () => {
+    const template = constructStack((stack) => ({
+      queue: sqs.Queue.fromQueueArn(stack, "Orders", "arn:aws:sqs:eu-west-1:123456789012:orders.fifo"),
+    }));
+    template.resourceCountIs("AWS::SQS::Queue", 0);
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Environment: {
+        Variables: Match.objectLike({
+          RELAY_MAX_MESSAGE_BYTES: "262144",
+          OUTBOX_QUEUE_URL: Match.anyValue(),
+        }),
+      },
+    });
+    const sends = identityStatements(template).filter(
+      ({ statement }) => statement.Action === "sqs:SendMessage",
+    );
+    expect(sends.map(({ statement }) => statement.Resource)).toEqual([
+      "arn:aws:sqs:eu-west-1:123456789012:orders.fifo",
+    ]);
+    // No consumer dead-letter queue of ours, so no alarm on one.
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 7);
+  });
+
+  it("refuses a standard (non-FIFO) queue", () => {
+    expect(() =>
+      constructStack((stack) => ({
+        queue: sqs.Queue.fromQueueArn(stack, "Std", "arn:aws:sqs:eu-west-1:123456789012:orders"),
+      })),
+    ).toThrow(/must be a FIFO queue/);
+  });
+
+  it("encrypts the queues with a customer key and lets the relay use it for sending", () => {
+    const template = constructStack((stack) => ({
+      queueEncryptionKey: new kms.Key(stack, "QueueKey", { enableKeyRotation: true }),
+    }));
+    const keyArn = { "Fn::GetAtt": [logicalId(template, "AWS::KMS::Key", "QueueKey"), "Arn"] };
+    template.hasResourceProperties("AWS::SQS::Queue", { KmsMasterKeyId: keyArn, FifoQueue: true });
+    const kmsGrants = identityStatements(template).filter(({ statement }) =>
+      asArray(statement.Action as string | string[]).includes("kms:GenerateDataKey"),
+    );
+    expect(
+      kmsGrants.map(({ source, statement }) => [source.replace(/[0-9A-F]{8}$/, ""), statement.Resource]),
+    ).toEqual([["OutboxRelayRoleDefaultPolicy", keyArn]]);
+  });
+
+  it("derives the relay Lambda's timeout, dwell and concurrency from the schedule and the timeouts", () => {
+    const template = constructStack(() => ({
+      relaySchedule: Duration.minutes(5),
+      relay: { publishTimeoutMs: 4_000, statementTimeoutMs: 3_000, mode: "drain", batchSize: 250 },
+    }));
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Timeout: 320, // 300 s + 10 s round reserve + 5 s margin + 5 s slack
+      ReservedConcurrentExecutions: 2,
+      Environment: {
+        Variables: Match.objectLike({
+          RELAY_MAX_DURATION_MS: "310000",
+          RELAY_MODE: "drain",
+          RELAY_BATCH_SIZE: "250",
+          RELAY_PUBLISH_TIMEOUT_MS: "4000",
+          RELAY_STATEMENT_TIMEOUT_MS: "3000",
+        }),
+      },
+    });
+    template.hasResourceProperties("AWS::Events::Rule", { ScheduleExpression: "rate(5 minutes)" });
+  });
+
+  it("purges hourly by default, evaluates the backlog alarms over that hour, and notifies a given topic", () => {
+    const template = constructStack((stack) => ({
+      alarms: { topic: new sns.Topic(stack, "Pager"), pendingEvents: 50 },
+    }));
+    const topic = { Ref: logicalId(template, "AWS::SNS::Topic", "Pager") };
+    template.hasResourceProperties("AWS::Events::Rule", { ScheduleExpression: "rate(1 hour)" });
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Timeout: 300,
+      ReservedConcurrentExecutions: 1,
+      Environment: {
+        Variables: Match.objectLike({
+          PURGE_RETENTION_HOURS: "168",
+          PURGE_BATCH_SIZE: "5000",
+          PURGE_DEAD_LETTER_RETENTION_HOURS: Match.absent(),
+          POWERTOOLS_SERVICE_NAME: "outbox-purge",
+        }),
+      },
+    });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "PendingEvents",
+      Threshold: 50,
+      Period: 3600,
+      EvaluationPeriods: 1,
+      AlarmActions: [topic],
+    });
+    template.resourceCountIs("AWS::SNS::Topic", 1);
+  });
+});
