@@ -482,8 +482,26 @@ describe("Lambda handlers write EMF with the figures the database holds", () => 
     expect(oldest).toBeGreaterThanOrEqual(3600);
     expect(oldest).toBeLessThanOrEqual(rows[0].oldest);
     const [duration] = line?.values.PurgeDuration ?? [];
-    expect(duration).toBe(summary.durationMs);
+    expect(duration).toBe("durationMs" in summary ? summary.durationMs : Number.NaN);
     expect(duration).toBeLessThanOrEqual(elapsedMs);
+  });
+
+  it("purge, snapshot-only event (the every-minute metrics schedule): the snapshot line, nothing deleted", async () => {
+    await db.pool.query(
+      `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload, created_at, processed_at)
+       values ('order', 'old-1', 'order.created', '{}', now() - interval '300 hours', now() - interval '300 hours'),
+              ('order', 'new-1', 'order.created', '{}', now() - interval '90 seconds', null)`,
+    );
+    const { handler } = await import("../functions/purge/handler.ts");
+
+    const result = await handler({ snapshotOnly: true }, lambdaContext("outbox-purge", 5_000));
+
+    expect(result).toEqual({ snapshotOnly: true });
+    const { rows } = await db.pool.query("select count(*)::int as n from outbox_events");
+    expect(rows[0].n).toBe(2);
+    const [line] = stdout.emf();
+    expect(line?.values).toMatchObject({ PendingEvents: [1], DeadLetters: [0] });
+    expect(line?.values.PurgedRows).toBeUndefined();
   });
 
   it("relay: counters, per-type failures, lag of every event and one batch duration per claiming round", async () => {

@@ -19,18 +19,27 @@ const pool = await createDatabasePool(config.database, {
     logger.warn("idle database connection failed; it will be replaced", { error: error.message }),
 });
 
+/** The metrics schedule (every minute, the alarms' period) sends this; the purge schedule (hourly) does not. */
+export interface SnapshotOnlyEvent {
+  snapshotOnly: true;
+}
+
 /**
- * Invoked by an EventBridge schedule (every minute: the alarms' period). Reports how the outbox stands, then
- * deletes old published rows until none are left or the budget ends; one line of metrics per run.
+ * Invoked by EventBridge schedules. Reports how the outbox stands (one line of metrics), then, unless the event
+ * asks for the snapshot only, deletes old published rows until none are left or the budget ends.
  */
 export async function purge(
-  _event: ScheduledEvent | Record<string, never>,
+  event: ScheduledEvent | SnapshotOnlyEvent | Record<string, never>,
   context: Context,
-): Promise<PurgeSummary> {
+): Promise<PurgeSummary | { snapshotOnly: true }> {
   // The snapshot first: the alarms depend on it, so a long or failing purge must not starve it. It reads only
   // unpublished rows, which the purge does not touch (dead letters aside, when their retention is set).
   const snapshot = await readOutboxSnapshot(pool, config.purge);
   recordOutboxSnapshot(metrics, snapshot);
+  if ("snapshotOnly" in event && event.snapshotOnly === true) {
+    logger.info("outbox snapshot", { snapshot });
+    return { snapshotOnly: true };
+  }
   const deadline = Date.now() + context.getRemainingTimeInMillis() - config.budgetMarginMs;
   const summary = await runPurge({ pool, deadline, logger }, config.purge);
   recordPurgeSummary(metrics, summary);
