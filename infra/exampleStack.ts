@@ -232,7 +232,8 @@ export class OutboxExampleStack extends Stack {
     if (existing.subnetIds.length === 0) throw new Error("context subnetIds must name at least one subnet");
     const vpc = ec2.Vpc.fromVpcAttributes(this, "Vpc", {
       vpcId: existing.vpcId,
-      // Only explicit subnets are selected below, so the zones are never used to pick any.
+      // fromVpcAttributes wants one zone per subnet list entry, but the Lambdas get explicit subnets below and
+      // nothing else reads the zones, so their names need not be known (no lookup, no account).
       availabilityZones: existing.subnetIds.map(() => ""),
     });
     const subnets = existing.subnetIds.map((id, index) =>
