@@ -152,8 +152,9 @@ export class OutboxRelay extends Construct {
   readonly migrateFunction?: nodejs.NodejsFunction;
   /** The migrations custom resource; schedules start only after it (a relay must not poll a missing table). */
   readonly migrations?: CustomResource;
-  readonly relaySchedule: events.Rule;
-  readonly purgeSchedule: events.Rule;
+  /** The EventBridge rules that start the relay and the purge. */
+  readonly relayRule: events.Rule;
+  readonly purgeRule: events.Rule;
   /** Security groups of the Lambdas (created here unless given). */
   readonly securityGroups: ec2.ISecurityGroup[];
   readonly alarms: Record<string, cloudwatch.Alarm>;
@@ -275,7 +276,7 @@ export class OutboxRelay extends Construct {
     ];
     for (const [name, value] of optional) if (value !== undefined) relayEnv[name] = String(value);
 
-    const relayRole = this.#executionRole("Relay");
+    const { role: relayRole, logGroup: relayLogs } = this.#executionRole("Relay");
     this.#grantSecretRead(relayRole, db.secret);
     // SendMessageBatch is authorized by sqs:SendMessage; the relay calls nothing else on the queue.
     relayRole.addToPrincipalPolicy(
@@ -286,6 +287,7 @@ export class OutboxRelay extends Construct {
       entry: "functions/relay/handler.ts",
       description: "Outbox relay: publishes committed outbox rows to SQS FIFO in per-aggregate order",
       role: relayRole,
+      logGroup: relayLogs,
       timeout: Duration.seconds(timing.timeoutSeconds),
       memorySize: tuning.memorySize ?? 512,
       environment: relayEnv,
@@ -299,7 +301,7 @@ export class OutboxRelay extends Construct {
     // Lambda's defaults (2 retries, events kept 6 hours) would queue stale ticks into exactly the pile-up the
     // reserved concurrency prevents.
     this.relayFunction.configureAsyncInvoke({ retryAttempts: 0, maxEventAge: Duration.seconds(60) });
-    this.relaySchedule = new events.Rule(this, "RelaySchedule", {
+    this.relayRule = new events.Rule(this, "RelaySchedule", {
       description: `Starts the outbox relay every ${relayRate.toHumanString()}`,
       schedule: events.Schedule.rate(relayRate),
       targets: [
@@ -329,12 +331,13 @@ export class OutboxRelay extends Construct {
         wholeHours(purge.deadLetterRetention, "purge.deadLetterRetention"),
       );
     }
-    const purgeRole = this.#executionRole("Purge");
+    const { role: purgeRole, logGroup: purgeLogs } = this.#executionRole("Purge");
     this.#grantSecretRead(purgeRole, db.secret);
     this.purgeFunction = this.#function("Purge", {
       entry: "functions/purge/handler.ts",
       description: "Outbox purge: deletes old published rows and reports the outbox's backlog metrics",
       role: purgeRole,
+      logGroup: purgeLogs,
       // 5 minutes, or the schedule's interval if shorter, so runs never overlap (reserved concurrency 1 would
       // throttle the next tick and leave a gap in the backlog metrics). A DELETE of 5000 rows takes ~8 ms on a
       // warm 1M-row table (functions/shared/purge.ts), so even a 1-minute run, stopping 10 s + one 10 s statement
@@ -346,7 +349,7 @@ export class OutboxRelay extends Construct {
       reservedConcurrency: 1,
     });
     this.purgeFunction.configureAsyncInvoke({ retryAttempts: 0, maxEventAge: Duration.seconds(60) });
-    this.purgeSchedule = new events.Rule(this, "PurgeSchedule", {
+    this.purgeRule = new events.Rule(this, "PurgeSchedule", {
       description: `Starts the outbox purge every ${purgeRate.toHumanString()}`,
       schedule: events.Schedule.rate(purgeRate),
       targets: [
@@ -361,12 +364,13 @@ export class OutboxRelay extends Construct {
     if (props.migrations ?? true) {
       const migrationsDir = props.migrationsDir ?? DEFAULT_MIGRATIONS_DIR;
       const migrationSecret = db.migrationSecret ?? db.secret;
-      const migrateRole = this.#executionRole("Migrate");
+      const { role: migrateRole, logGroup: migrateLogs } = this.#executionRole("Migrate");
       this.#grantSecretRead(migrateRole, migrationSecret);
       this.migrateFunction = this.#function("Migrate", {
         entry: "functions/migrate/handler.ts",
         description: "Outbox migrations: applies migrations/*.sql at deploy time (custom resource)",
         role: migrateRole,
+        logGroup: migrateLogs,
         // A migration that waits on a lock held by a long transaction should fail the deployment, not hang
         // it: 5 minutes, well under the provider framework's 15-minute invocation.
         timeout: Duration.minutes(5),
@@ -404,8 +408,8 @@ export class OutboxRelay extends Construct {
         },
       });
       for (const dependency of db.readiness ?? []) this.migrations.node.addDependency(dependency);
-      this.relaySchedule.node.addDependency(this.migrations);
-      this.purgeSchedule.node.addDependency(this.migrations);
+      this.relayRule.node.addDependency(this.migrations);
+      this.purgeRule.node.addDependency(this.migrations);
       // cdk-nag v3 acknowledges exact findings; the IAM5 finding names the function's logical id.
       const migrateLogicalId = Stack.of(this).getLogicalId(
         this.migrateFunction.node.defaultChild as lambda.CfnFunction,
@@ -495,7 +499,7 @@ export class OutboxRelay extends Construct {
    * An execution role written out instead of the AWS managed policies (AWSLambdaBasicExecutionRole,
    * AWSLambdaVPCAccessExecutionRole), whose log permissions cover every log group in the account.
    */
-  #executionRole(name: string): iam.Role {
+  #executionRole(name: string): { role: iam.Role; logGroup: logs.LogGroup } {
     const logGroup = this.#logGroup(`${name}Logs`);
     const role = new iam.Role(this, `${name}Role`, {
       assumedBy: new iam.ServicePrincipal("lambda.amazonaws.com"),
@@ -523,17 +527,14 @@ export class OutboxRelay extends Construct {
         }),
       },
     });
-    this.#logGroups.set(name, logGroup);
     Validations.of(role).acknowledge({
       id: "AwsSolutions-IAM5[Resource::*]",
       reason:
         "EC2 network-interface actions for a VPC Lambda: Describe* support no resource-level permissions and " +
         "Lambda manages the ENIs before their ARNs exist (same statement as AWSLambdaVPCAccessExecutionRole).",
     });
-    return role;
+    return { role, logGroup };
   }
-
-  readonly #logGroups = new Map<string, logs.LogGroup>();
 
   #grantSecretRead(role: iam.Role, secret: secretsmanager.ISecret) {
     // GetSecretValue only (grantRead adds DescribeSecret, which no handler calls). A secret known only by a
@@ -555,6 +556,7 @@ export class OutboxRelay extends Construct {
       entry: string;
       description: string;
       role: iam.Role;
+      logGroup: logs.LogGroup;
       timeout: Duration;
       memorySize: number;
       environment: Record<string, string>;
@@ -563,7 +565,6 @@ export class OutboxRelay extends Construct {
     },
   ): nodejs.NodejsFunction {
     const db = this.#props.database;
-    const logGroup = this.#logGroups.get(name);
     const copy = options.copyMigrationsFrom;
     return new nodejs.NodejsFunction(this, `${name}Function`, {
       entry: join(PROJECT_ROOT, options.entry),
@@ -586,7 +587,7 @@ export class OutboxRelay extends Construct {
       ...(options.reservedConcurrency === undefined
         ? {}
         : { reservedConcurrentExecutions: options.reservedConcurrency }),
-      ...(logGroup === undefined ? {} : { logGroup }),
+      logGroup: options.logGroup,
       vpc: db.vpc,
       ...(db.vpcSubnets === undefined ? {} : { vpcSubnets: db.vpcSubnets }),
       securityGroups: this.securityGroups,
