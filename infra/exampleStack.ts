@@ -104,10 +104,6 @@ export class OutboxExampleStack extends Stack {
       database,
       ...(props.migrations === undefined ? {} : { migrations: props.migrations }),
       alarms: { createTopic: true },
-      // The backlog gauges (pending, oldest age, dead letters) are published by each purge run. The construct's
-      // default, hourly, would leave the "backlog > 1000 for 2 minutes" alarm an hour late; a run that finds
-      // nothing to delete costs two index scans, so the example purges (and measures) every minute.
-      purge: { schedule: Duration.minutes(1) },
     });
     for (const endpoint of endpoints) {
       for (const group of this.outbox.securityGroups) {

@@ -79,8 +79,13 @@ export interface OutboxRelayTuning {
 }
 
 export interface OutboxPurgeProps {
-  /** Default every hour. The purge also publishes the backlog metrics, so this is their resolution too. */
+  /** How often old rows are deleted. Default every hour. */
   readonly schedule?: Duration;
+  /**
+   * How often the purge Lambda only measures the outbox (a `{ "snapshotOnly": true }` event) and publishes the
+   * backlog metrics the alarms read. Default every minute: the alarms' period.
+   */
+  readonly metricsSchedule?: Duration;
   /** Published rows older than this are deleted. Default 168 hours (7 days). */
   readonly retention?: Duration;
   /** Dead letters older than this are deleted; default: kept until redriven or removed by hand. */
@@ -152,9 +157,10 @@ export class OutboxRelay extends Construct {
   readonly migrateFunction?: nodejs.NodejsFunction;
   /** The migrations custom resource; schedules start only after it (a relay must not poll a missing table). */
   readonly migrations?: CustomResource;
-  /** The EventBridge rules that start the relay and the purge. */
+  /** The EventBridge rules that start the relay, the purge, and the purge's snapshot-only runs. */
   readonly relayRule: events.Rule;
   readonly purgeRule: events.Rule;
+  readonly metricsRule: events.Rule;
   /** Security groups of the Lambdas (created here unless given). */
   readonly securityGroups: ec2.ISecurityGroup[];
   readonly alarms: Record<string, cloudwatch.Alarm>;
@@ -314,10 +320,8 @@ export class OutboxRelay extends Construct {
 
     // --- Purge ---------------------------------------------------------------------------------------------------
     const purge = props.purge ?? {};
-    const purgeRate = purge.schedule ?? Duration.hours(1);
-    if (purgeRate.toSeconds() % 60 !== 0 || purgeRate.toSeconds() < 60 || purgeRate.toSeconds() > 86_400) {
-      throw new Error("OutboxRelay: the purge schedule must be whole minutes, from 1 minute to 1 day");
-    }
+    const purgeRate = wholeMinutes(purge.schedule ?? Duration.hours(1), "purge.schedule");
+    const metricsRate = wholeMinutes(purge.metricsSchedule ?? Duration.minutes(1), "purge.metricsSchedule");
     const purgeEnv: Record<string, string> = {
       ...this.#databaseEnv(db.secret),
       PURGE_RETENTION_HOURS: String(wholeHours(purge.retention ?? Duration.hours(168), "purge.retention")),
@@ -335,18 +339,19 @@ export class OutboxRelay extends Construct {
     this.#grantSecretRead(purgeRole, db.secret);
     this.purgeFunction = this.#function("Purge", {
       entry: "functions/purge/handler.ts",
-      description: "Outbox purge: deletes old published rows and reports the outbox's backlog metrics",
+      description: "Outbox purge: reports the outbox's backlog metrics and deletes old published rows",
       role: purgeRole,
       logGroup: purgeLogs,
-      // 5 minutes, or the schedule's interval if shorter, so runs never overlap (reserved concurrency 1 would
-      // throttle the next tick and leave a gap in the backlog metrics). A DELETE of 5000 rows takes ~8 ms on a
-      // warm 1M-row table (functions/shared/purge.ts), so even a 1-minute run, stopping 10 s + one 10 s statement
-      // timeout early, can remove millions of rows.
+      // 5 minutes, or the purge's interval if shorter, so two purges never overlap. A DELETE of 5000 rows takes
+      // ~8 ms on a warm 1M-row table (functions/shared/purge.ts), so even a 1-minute run, stopping 10 s + one
+      // 10 s statement timeout early, can remove millions of rows.
       timeout: purge.timeout ?? Duration.seconds(Math.min(300, purgeRate.toSeconds())),
       memorySize: 256,
       environment: purgeEnv,
-      // One purge at a time: two would fight over the same oldest rows.
-      reservedConcurrency: 1,
+      // Two: the hourly purge (up to its timeout) and a snapshot-only run (a few short reads, well under a
+      // minute) may overlap; two purges cannot, since a purge's timeout is at most its interval. A third
+      // invocation is throttled and dropped rather than queued.
+      reservedConcurrency: 2,
     });
     this.purgeFunction.configureAsyncInvoke({ retryAttempts: 0, maxEventAge: Duration.seconds(60) });
     this.purgeRule = new events.Rule(this, "PurgeSchedule", {
@@ -354,6 +359,18 @@ export class OutboxRelay extends Construct {
       schedule: events.Schedule.rate(purgeRate),
       targets: [
         new targets.LambdaFunction(this.purgeFunction, {
+          retryAttempts: 0,
+          maxEventAge: Duration.seconds(60),
+        }),
+      ],
+    });
+    // The backlog gauges must be fresher than an hourly purge: the same Lambda, asked for the snapshot only.
+    this.metricsRule = new events.Rule(this, "MetricsSchedule", {
+      description: `Measures the outbox (purge Lambda, snapshot only) every ${metricsRate.toHumanString()}`,
+      schedule: events.Schedule.rate(metricsRate),
+      targets: [
+        new targets.LambdaFunction(this.purgeFunction, {
+          event: events.RuleTargetInput.fromObject({ snapshotOnly: true }),
           retryAttempts: 0,
           maxEventAge: Duration.seconds(60),
         }),
@@ -410,6 +427,7 @@ export class OutboxRelay extends Construct {
       for (const dependency of db.readiness ?? []) this.migrations.node.addDependency(dependency);
       this.relayRule.node.addDependency(this.migrations);
       this.purgeRule.node.addDependency(this.migrations);
+      this.metricsRule.node.addDependency(this.migrations);
       // cdk-nag v3 acknowledges exact findings; the IAM5 finding names the function's logical id.
       const migrateLogicalId = Stack.of(this).getLogicalId(
         this.migrateFunction.node.defaultChild as lambda.CfnFunction,
@@ -450,7 +468,7 @@ export class OutboxRelay extends Construct {
         enforceSSL: true,
       });
     }
-    this.alarms = this.#createAlarms(alarmProps, purgeRate, tuning.strictOrder === true);
+    this.alarms = this.#createAlarms(alarmProps, metricsRate, tuning.strictOrder === true);
     if (this.alarmTopic !== undefined) {
       const action = new cloudwatchActions.SnsAction(this.alarmTopic);
       for (const alarm of Object.values(this.alarms)) {
@@ -458,7 +476,7 @@ export class OutboxRelay extends Construct {
         alarm.addOkAction(action);
       }
     }
-    if (props.dashboard ?? true) this.dashboard = this.#createDashboard(purgeRate);
+    if (props.dashboard ?? true) this.dashboard = this.#createDashboard(metricsRate, purgeRate);
   }
 
   /** One of the construct's EMF metrics, with the `service` dimension Powertools adds. */
@@ -625,13 +643,13 @@ export class OutboxRelay extends Construct {
 
   #createAlarms(
     props: OutboxAlarmProps,
-    purgeRate: Duration,
+    metricsRate: Duration,
     strictOrder: boolean,
   ): Record<string, cloudwatch.Alarm> {
-    // The gauges (pending, oldest age, dead letters, blocked) come from the purge, once per purge run: an alarm
-    // period shorter than the purge's rate would see gaps. Evaluate over the purge rate, and over at least 2
-    // minutes: with a 1-minute purge, "for 2 minutes" means 2 periods; with the hourly default, 1 period.
-    const gaugePeriod = purgeRate;
+    // The gauges (pending, oldest age, dead letters, blocked) come from the purge Lambda's snapshot, once per
+    // metrics tick: a shorter alarm period would see gaps. With the 1-minute default, "for 2 minutes" is 2
+    // periods; with a slower metrics schedule, at least 1 period.
+    const gaugePeriod = metricsRate;
     const gaugePeriods = Math.max(1, Math.ceil(120 / gaugePeriod.toSeconds()));
     const see = "Runbook: docs/deploy.md#runbook";
     const alarms: Record<string, cloudwatch.Alarm> = {};
@@ -711,8 +729,11 @@ export class OutboxRelay extends Construct {
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
     alarms.purgeErrors = new cloudwatch.Alarm(this, "PurgeErrorsAlarm", {
-      alarmDescription: `The purge failed: old rows are not deleted and the backlog metrics above are not refreshed. ${see}`,
-      metric: this.purgeFunction.metricErrors({ period: gaugePeriod, statistic: "Sum" }),
+      alarmDescription:
+        "The purge Lambda failed (a purge, or a snapshot-only run): old rows may not be deleted and the backlog " +
+        `metrics above may be stale. ${see}`,
+      // 5 minutes: a failing database fails every snapshot tick; an hourly purge failure shows for one period.
+      metric: this.purgeFunction.metricErrors({ period: Duration.minutes(5), statistic: "Sum" }),
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       evaluationPeriods: 1,
@@ -736,8 +757,9 @@ export class OutboxRelay extends Construct {
     return alarms;
   }
 
-  #createDashboard(purgeRate: Duration): cloudwatch.Dashboard {
-    const gauge = (name: string) => this.metric(name, "purge", { statistic: "Maximum", period: purgeRate });
+  #createDashboard(metricsRate: Duration, purgeRate: Duration): cloudwatch.Dashboard {
+    const gauge = (name: string) => this.metric(name, "purge", { statistic: "Maximum", period: metricsRate });
+    const perPurge = (name: string) => this.metric(name, "purge", { statistic: "Sum", period: purgeRate });
     const relay = (name: string, statistic = "Sum") => this.metric(name, "relay", { statistic });
     const width = 8;
     return new cloudwatch.Dashboard(this, "Dashboard", {
@@ -776,8 +798,8 @@ export class OutboxRelay extends Construct {
           new cloudwatch.GraphWidget({
             title: "Purge",
             width,
-            left: [gauge("PurgedRows"), this.purgeFunction.metricErrors({ period: purgeRate })],
-            right: [gauge("PurgeDuration")],
+            left: [perPurge("PurgedRows"), this.purgeFunction.metricErrors({ period: metricsRate })],
+            right: [this.metric("PurgeDuration", "purge", { statistic: "Maximum", period: purgeRate })],
           }),
         ],
         [
@@ -815,6 +837,14 @@ function logsPolicy(logGroup: logs.ILogGroup): iam.PolicyDocument {
       }),
     ],
   });
+}
+
+function wholeMinutes(duration: Duration, name: string): Duration {
+  const seconds = duration.toSeconds();
+  if (seconds % 60 !== 0 || seconds < 60 || seconds > 86_400) {
+    throw new Error(`OutboxRelay: ${name} must be whole minutes, from 1 minute to 1 day`);
+  }
+  return duration;
 }
 
 function wholeHours(duration: Duration, name: string): number {

@@ -244,14 +244,15 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
     }
   });
 
-  it("starts the relay every minute and the purge every minute (example), only after the migrations", () => {
+  it("starts the relay every minute, the purge hourly and its snapshot every minute, only after the migrations", () => {
     const migrationsId = logicalId(template, "Custom::OutboxMigrations", "OutboxMigrations");
-    for (const [name, rate] of [
-      ["Relay", "rate(1 minute)"],
-      ["Purge", "rate(1 minute)"],
+    for (const [rule, fn, rate, input] of [
+      ["Relay", "Relay", "rate(1 minute)", undefined],
+      ["Purge", "Purge", "rate(1 hour)", undefined],
+      ["Metrics", "Purge", "rate(1 minute)", JSON.stringify({ snapshotOnly: true })],
     ] as const) {
-      const fnId = logicalId(template, "AWS::Lambda::Function", `Outbox${name}Function`);
-      const ruleId = logicalId(template, "AWS::Events::Rule", `Outbox${name}Schedule`);
+      const fnId = logicalId(template, "AWS::Lambda::Function", `Outbox${fn}Function`);
+      const ruleId = logicalId(template, "AWS::Events::Rule", `Outbox${rule}Schedule`);
       template.hasResource("AWS::Events::Rule", {
         Properties: {
           ScheduleExpression: rate,
@@ -259,6 +260,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           Targets: [
             {
               Arn: { "Fn::GetAtt": [fnId, "Arn"] },
+              Input: input ?? Match.absent(),
               RetryPolicy: { MaximumRetryAttempts: 0, MaximumEventAgeInSeconds: 60 },
             },
           ],
@@ -570,15 +572,20 @@ describe("OutboxRelay construct options", () => {
     template.hasResourceProperties("AWS::Events::Rule", { ScheduleExpression: "rate(5 minutes)" });
   });
 
-  it("purges hourly by default, evaluates the backlog alarms over that hour, and notifies a given topic", () => {
+  it("evaluates the backlog alarms over the metrics schedule, and notifies a given topic", () => {
     const template = constructStack((stack) => ({
       alarms: { topic: new sns.Topic(stack, "Pager"), pendingEvents: 50 },
+      purge: { schedule: Duration.hours(6), metricsSchedule: Duration.minutes(5) },
     }));
     const topic = { Ref: logicalId(template, "AWS::SNS::Topic", "Pager") };
-    template.hasResourceProperties("AWS::Events::Rule", { ScheduleExpression: "rate(1 hour)" });
+    template.hasResourceProperties("AWS::Events::Rule", { ScheduleExpression: "rate(6 hours)" });
+    template.hasResourceProperties("AWS::Events::Rule", {
+      ScheduleExpression: "rate(5 minutes)",
+      Targets: [Match.objectLike({ Input: '{"snapshotOnly":true}' })],
+    });
     template.hasResourceProperties("AWS::Lambda::Function", {
       Timeout: 300,
-      ReservedConcurrentExecutions: 1,
+      ReservedConcurrentExecutions: 2,
       Environment: {
         Variables: Match.objectLike({
           PURGE_RETENTION_HOURS: "168",
@@ -591,7 +598,7 @@ describe("OutboxRelay construct options", () => {
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: "PendingEvents",
       Threshold: 50,
-      Period: 3600,
+      Period: 300,
       EvaluationPeriods: 1,
       AlarmActions: [topic],
     });
