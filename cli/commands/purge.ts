@@ -1,0 +1,99 @@
+import { Command } from "commander";
+import { type PurgeSummary, runPurge } from "../../functions/shared/purge.ts";
+import { purgeConfigFromEnv } from "../../functions/shared/purgeConfig.ts";
+import { openOutboxDatabase } from "../database.ts";
+import { EXIT_FAILURE } from "../errors.ts";
+import { createLogger, defaultLogFormat } from "../logger.ts";
+import {
+  addConnectionOptions,
+  type ConnectionFlags,
+  connectionEnv,
+  envWithFlags,
+  integerIn,
+} from "../options.ts";
+import { print, printJson } from "../output.ts";
+
+interface PurgeFlags extends ConnectionFlags {
+  retentionHours?: number;
+  deadLetterRetentionHours?: number;
+  batchSize?: number;
+  maxSeconds: number;
+  json?: boolean;
+}
+
+export function purgeCommand(): Command {
+  return addConnectionOptions(new Command("purge"))
+    .description(
+      "Run the purge job now: delete published rows older than the retention (and, if set, old dead letters) " +
+        "in bounded batches. Pending rows are never touched. SIGTERM/SIGINT stop between batches.",
+    )
+    .option(
+      "--retention-hours <h>",
+      "keep published rows this long (env PURGE_RETENTION_HOURS, default 168)",
+      integerIn(1, 87_600),
+    )
+    .option(
+      "--dead-letter-retention-hours <h>",
+      "also delete dead letters older than this (env PURGE_DEAD_LETTER_RETENTION_HOURS; default: keep them)",
+      integerIn(1, 87_600),
+    )
+    .option("--batch-size <n>", "rows per DELETE (env PURGE_BATCH_SIZE, default 5000)", integerIn(1, 50_000))
+    .option(
+      "--max-seconds <s>",
+      "stop starting batches after this long (default 3600)",
+      integerIn(1, 86_400),
+      3_600,
+    )
+    .option("--json", "print the summary as JSON")
+    .action(async (flags: PurgeFlags) => {
+      const config = purgeConfigFromEnv(
+        envWithFlags(connectionEnv(flags), {
+          PURGE_RETENTION_HOURS: flags.retentionHours?.toString(),
+          PURGE_DEAD_LETTER_RETENTION_HOURS: flags.deadLetterRetentionHours?.toString(),
+          PURGE_BATCH_SIZE: flags.batchSize?.toString(),
+        }),
+      );
+      const database = await openOutboxDatabase({
+        source: config.database,
+        location: { schema: config.purge.schema, table: config.purge.table },
+      });
+      const controller = new AbortController();
+      const stop = () => controller.abort();
+      process.once("SIGTERM", stop);
+      process.once("SIGINT", stop);
+      let summary: PurgeSummary;
+      try {
+        summary = await runPurge(
+          {
+            pool: database.pool,
+            deadline: Date.now() + flags.maxSeconds * 1000,
+            logger: createLogger(defaultLogFormat()),
+            signal: controller.signal,
+          },
+          config.purge,
+        );
+      } finally {
+        process.off("SIGTERM", stop);
+        process.off("SIGINT", stop);
+        await database.close();
+      }
+      if (flags.json) printJson(summary);
+      else print(describe(summary));
+      if (summary.stoppedBy === "error") process.exitCode = EXIT_FAILURE;
+    });
+}
+
+const OUTCOME: Record<PurgeSummary["stoppedBy"], string> = {
+  drained: "purge done",
+  deadline: "purge stopped at --max-seconds (more may be left)",
+  signal: "purge stopped by a signal",
+  error: "purge failed",
+};
+
+function describe(summary: PurgeSummary): string {
+  const line =
+    `${OUTCOME[summary.stoppedBy]}: deleted ${summary.deletedRows} published row(s)` +
+    `${summary.deletedDeadLetters > 0 ? ` and ${summary.deletedDeadLetters} dead letter(s)` : ""} ` +
+    `in ${summary.batches} batch(es), ${(summary.durationMs / 1000).toFixed(1)} s`;
+  return summary.error === undefined ? line : `${line}\nerror: ${summary.error}`;
+}

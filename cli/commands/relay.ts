@@ -1,0 +1,261 @@
+import { SQSClient } from "@aws-sdk/client-sqs";
+import { Command, Option } from "commander";
+import { errorMessage } from "../../functions/shared/errors.ts";
+import { listenForOutboxInserts } from "../../functions/shared/notify.ts";
+import { type RelaySummary, roundReserveMs, runRelay } from "../../functions/shared/relay.ts";
+import { type RelayConfig, relayConfigFromEnv } from "../../functions/shared/relayConfig.ts";
+import { openOutboxDatabase } from "../database.ts";
+import { CliError, EXIT_FAILURE, EXIT_USAGE } from "../errors.ts";
+import { createLogger, defaultLogFormat, type LogFormat } from "../logger.ts";
+import {
+  addConnectionOptions,
+  type ConnectionFlags,
+  connectionEnv,
+  type Env,
+  envWithFlags,
+  integerIn,
+} from "../options.ts";
+import { print, printJson } from "../output.ts";
+import { checkQueue } from "../queueCheck.ts";
+
+interface RelayFlags extends ConnectionFlags {
+  queueUrl?: string;
+  endpointUrl?: string;
+  drain?: boolean;
+  batchSize?: number;
+  concurrency?: number;
+  maxAttempts?: number;
+  strictOrder?: boolean;
+  invocationSeconds: number;
+  logFormat?: LogFormat;
+  json?: boolean;
+}
+
+export interface RelayTotals {
+  invocations: number;
+  rounds: number;
+  claimed: number;
+  published: number;
+  failed: number;
+  deadLettered: number;
+  failedRounds: number;
+  stoppedBy: RelaySummary["stoppedBy"] | "drained";
+  lastError?: string;
+}
+
+export function relayCommand(): Command {
+  return addConnectionOptions(new Command("relay"))
+    .description(
+      "Run the relay as a long-running process (local runs, containers, ECS): the Lambda's engine in a loop of " +
+        "invocations. SIGTERM/SIGINT stop claiming; the round in progress finishes and records, no row stays locked.",
+    )
+    .option("--queue-url <url>", "the SQS FIFO queue (env OUTBOX_QUEUE_URL)")
+    .option(
+      "--endpoint-url <url>",
+      "SQS endpoint, e.g. LocalStack or moto (env AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL)",
+    )
+    .option(
+      "--drain",
+      "exit once nothing is claimable, instead of polling for new events (env RELAY_MODE=drain)",
+    )
+    .option(
+      "--batch-size <n>",
+      "rows claimed per round (env RELAY_BATCH_SIZE, default 100)",
+      integerIn(1, 1000),
+    )
+    .option(
+      "--concurrency <n>",
+      "SendMessageBatch requests in flight (env RELAY_CONCURRENCY, default 10)",
+      integerIn(1, 100),
+    )
+    .option(
+      "--max-attempts <n>",
+      "rejected tries before a dead letter (env RELAY_MAX_ATTEMPTS, default 10)",
+      integerIn(1, 1000),
+    )
+    .option("--strict-order", "a dead letter blocks the rest of its aggregate (env RELAY_STRICT_ORDER)")
+    .option(
+      "--invocation-seconds <n>",
+      "length of one relay invocation (as the scheduled Lambda's time budget); the next starts at once",
+      integerIn(30, 900),
+      60,
+    )
+    .addOption(
+      new Option(
+        "--log-format <format>",
+        "log lines on stderr (default: text on a terminal, else json)",
+      ).choices(["text", "json"]),
+    )
+    .option("--json", "print the final summary as JSON")
+    .action(async (flags: RelayFlags) => {
+      const env = relayEnv(flags);
+      checkQueueUrl(env.OUTBOX_QUEUE_URL);
+      const config = relayConfigFromEnv(env);
+      const endpoint = flags.endpointUrl ?? env.AWS_ENDPOINT_URL_SQS ?? env.AWS_ENDPOINT_URL;
+      const invocationMs = flags.invocationSeconds * 1000;
+      const reserveMs = roundReserveMs(config.relay);
+      if (invocationMs < reserveMs + 5_000) {
+        throw new CliError(
+          `--invocation-seconds ${flags.invocationSeconds} leaves no time for a round: one round reserves ` +
+            `${reserveMs} ms (RELAY_PUBLISH_TIMEOUT_MS + 2 x RELAY_STATEMENT_TIMEOUT_MS)`,
+          EXIT_USAGE,
+        );
+      }
+      const logger = createLogger(flags.logFormat ?? defaultLogFormat());
+      const totals = await relayLoop(config, { endpoint, invocationMs, logger });
+      if (flags.json) printJson(totals);
+      else print(describeTotals(totals));
+      process.exitCode = exitCodeFor(config, totals);
+    });
+}
+
+function relayEnv(flags: RelayFlags): Env {
+  return envWithFlags(connectionEnv(flags), {
+    OUTBOX_QUEUE_URL: flags.queueUrl,
+    RELAY_MODE: flags.drain ? "drain" : undefined,
+    RELAY_BATCH_SIZE: flags.batchSize?.toString(),
+    RELAY_CONCURRENCY: flags.concurrency?.toString(),
+    RELAY_MAX_ATTEMPTS: flags.maxAttempts?.toString(),
+    RELAY_STRICT_ORDER: flags.strictOrder ? "true" : undefined,
+  });
+}
+
+/** Says which flag or variable is wrong, rather than the engine's option name. */
+function checkQueueUrl(queueUrl: string | undefined) {
+  if (queueUrl === undefined || queueUrl.trim() === "") {
+    throw new CliError("no queue: pass --queue-url or set OUTBOX_QUEUE_URL", EXIT_USAGE);
+  }
+  if (!/^https?:\/\/[^/\s]+\/\S+$/.test(queueUrl.trim())) {
+    throw new CliError(
+      `--queue-url / OUTBOX_QUEUE_URL must be a queue URL like ` +
+        `https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo, got ${JSON.stringify(queueUrl)}`,
+      EXIT_USAGE,
+    );
+  }
+}
+
+interface LoopOptions {
+  endpoint: string | undefined;
+  invocationMs: number;
+  logger: ReturnType<typeof createLogger>;
+}
+
+/**
+ * Invocation after invocation of `runRelay`, each with a deadline like the scheduled Lambda's: the same engine,
+ * the same time-bounded rounds, a summary line per invocation, and a fresh LISTEN session each time when
+ * RELAY_LISTEN is on. Stops on a signal (after the round in progress has recorded) or, in drain mode, once
+ * nothing is claimable.
+ */
+async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<RelayTotals> {
+  const { logger } = options;
+  // The SDK would otherwise send to the QueueUrl's host rather than a configured emulator or proxy endpoint.
+  const sqs = new SQSClient({
+    maxAttempts: 3,
+    requestHandler: { connectionTimeout: 3_000, requestTimeout: config.relay.publishTimeoutMs },
+    ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
+  });
+  const database = await openOutboxDatabase(
+    { source: config.database, location: { schema: config.relay.schema, table: config.relay.table } },
+    { maxConnections: 2 + (config.listen ? 1 : 0) },
+  ).catch((error: unknown) => {
+    sqs.destroy();
+    throw error;
+  });
+  const totals: RelayTotals = {
+    invocations: 0,
+    rounds: 0,
+    claimed: 0,
+    published: 0,
+    failed: 0,
+    deadLettered: 0,
+    failedRounds: 0,
+    stoppedBy: "drained",
+  };
+  const controller = new AbortController();
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (controller.signal.aborted) {
+      // Postgres rolls the open round back when the connection closes; its rows are claimed again later.
+      logger.warn("second signal: exiting without waiting for the round in progress", { signal });
+      process.exit(130);
+    }
+    logger.info("stopping: no new rounds; the round in progress finishes and records", { signal });
+    controller.abort();
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+  try {
+    const check = await checkQueue(
+      sqs,
+      config.relay.queueUrl,
+      config.relay.maxMessageBytes,
+      options.endpoint,
+    );
+    if (!check.verified) logger.warn("queue not verified; relaying anyway", { reason: check.reason });
+    logger.info("relay started", {
+      queueUrl: config.relay.queueUrl,
+      table: database.names.qualified,
+      mode: config.relay.mode,
+      batchSize: config.relay.batchSize,
+      invocationMs: options.invocationMs,
+    });
+    while (!controller.signal.aborted) {
+      const started = Date.now();
+      const deadline =
+        started + Math.min(options.invocationMs, config.maxDurationMs ?? Number.POSITIVE_INFINITY);
+      const wakeUp = config.listen ? await listenForOutboxInserts(database.pool, config.relay) : undefined;
+      const summary = await runRelay(
+        {
+          pool: database.pool,
+          sqs,
+          deadline,
+          logger,
+          signal: controller.signal,
+          ...(wakeUp ? { wakeUp } : {}),
+        },
+        config.relay,
+      ).finally(() => wakeUp?.close());
+      addTo(totals, summary);
+      logger.info("invocation finished", { ...summary });
+      if (config.relay.mode === "drain" && summary.stoppedBy !== "deadline") break;
+    }
+  } finally {
+    process.off("SIGTERM", onSignal);
+    process.off("SIGINT", onSignal);
+    await database
+      .close()
+      .catch((error: unknown) => logger.warn("closing the pool failed", { error: errorMessage(error) }));
+    sqs.destroy();
+  }
+  return totals;
+}
+
+function addTo(totals: RelayTotals, summary: RelaySummary) {
+  totals.invocations++;
+  totals.rounds += summary.rounds;
+  totals.claimed += summary.claimed;
+  totals.published += summary.published;
+  totals.failed += summary.failed;
+  totals.deadLettered += summary.deadLettered;
+  totals.failedRounds += summary.failedRounds;
+  totals.stoppedBy = summary.stoppedBy;
+  if (summary.lastError !== undefined) totals.lastError = summary.lastError;
+}
+
+/** A drain that left events unpublished (failures now in backoff, dead letters, database errors) exits 1. */
+function exitCodeFor(config: RelayConfig, totals: RelayTotals): number {
+  if (config.relay.mode !== "drain") return 0;
+  return totals.failed > 0 || totals.stoppedBy === "errors" ? EXIT_FAILURE : 0;
+}
+
+function describeTotals(totals: RelayTotals): string {
+  const lines = [
+    `relay stopped (${totals.stoppedBy}): published ${totals.published}, failed ${totals.failed}, ` +
+      `dead-lettered ${totals.deadLettered} in ${totals.rounds} round(s), ${totals.invocations} invocation(s)`,
+  ];
+  if (totals.failedRounds > 0) {
+    lines.push(
+      `${totals.failedRounds} round(s) failed as a whole; last error: ${totals.lastError ?? "unknown"}`,
+    );
+  }
+  return lines.join("\n");
+}

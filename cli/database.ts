@@ -1,0 +1,102 @@
+import {
+  createDatabasePool,
+  type DatabasePool,
+  type DatabaseSource,
+  databaseSourceFromEnv,
+} from "../functions/shared/connection.ts";
+import type { SessionClient } from "../functions/shared/db.ts";
+import { type OutboxLocation, type OutboxNames, outboxNames } from "../functions/shared/identifiers.ts";
+import { CliError, describeError, EXIT_FAILURE } from "./errors.ts";
+import type { Env } from "./options.ts";
+
+export interface OutboxDatabase {
+  pool: DatabasePool;
+  names: OutboxNames;
+  source: DatabaseSource;
+  /** Runs `work` on one pooled session and returns it to the pool. */
+  withSession<T>(work: (client: SessionClient) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Which database, and where in it the outbox lives. */
+export interface OutboxTarget {
+  source: DatabaseSource;
+  location: OutboxLocation;
+}
+
+/** DATABASE_URL or DATABASE_SECRET_ARN (+ DATABASE_*), OUTBOX_SCHEMA, OUTBOX_TABLE: as the Lambdas read them. */
+export function outboxTargetFromEnv(env: Env): OutboxTarget {
+  const location: OutboxLocation = {};
+  if (env.OUTBOX_SCHEMA !== undefined && env.OUTBOX_SCHEMA !== "") location.schema = env.OUTBOX_SCHEMA;
+  if (env.OUTBOX_TABLE !== undefined && env.OUTBOX_TABLE !== "") location.table = env.OUTBOX_TABLE;
+  outboxNames(location); // validate names before connecting
+  return { source: databaseSourceFromEnv(env), location };
+}
+
+export interface OpenOptions {
+  /** Connections at most (the relay needs one per concurrent round, plus one for LISTEN). */
+  maxConnections?: number;
+  /** Fail with "run outbox migrate" when the outbox table does not exist yet. */
+  requireTable?: boolean;
+}
+
+/**
+ * Opens a small pool and checks it right away, so an unreachable database or a missing table is reported
+ * before any work starts, in words.
+ */
+export async function openOutboxDatabase(
+  { source, location }: OutboxTarget,
+  options: OpenOptions = {},
+): Promise<OutboxDatabase> {
+  const names = outboxNames(location);
+  const databaseUrl = source.kind === "url" ? source.url : undefined;
+  let pool: DatabasePool;
+  try {
+    pool = await createDatabasePool(source, {
+      max: options.maxConnections ?? 2,
+      applicationName: "outbox-cli",
+    });
+  } catch (error) {
+    throw describeError(error, { databaseUrl });
+  }
+  const withSession = async <T>(work: (client: SessionClient) => Promise<T>): Promise<T> => {
+    let client: SessionClient;
+    try {
+      client = await pool.connect();
+    } catch (error) {
+      throw describeError(error, { databaseUrl });
+    }
+    try {
+      return await work(client);
+    } finally {
+      client.release();
+    }
+  };
+  const database: OutboxDatabase = { pool, names, source, withSession, close: () => pool.end() };
+  try {
+    // Connecting now (even for `migrate`) turns an unreachable database into one clear line up front.
+    const exists = await outboxTableExists(database);
+    if ((options.requireTable ?? true) && !exists) throw missingTable(database.names);
+  } catch (error) {
+    await pool.end();
+    throw error;
+  }
+  return database;
+}
+
+async function outboxTableExists(database: OutboxDatabase): Promise<boolean> {
+  return database.withSession(async (client) => {
+    const { rows } = await client.query<{ exists: boolean }>("select to_regclass($1) is not null as exists", [
+      database.names.qualified,
+    ]);
+    return rows[0]?.exists === true;
+  });
+}
+
+function missingTable(names: OutboxNames): CliError {
+  return new CliError(
+    `the outbox table ${names.qualified} does not exist in this database: run \`outbox migrate\` first ` +
+      "(or check OUTBOX_SCHEMA / OUTBOX_TABLE, --schema / --table)",
+    EXIT_FAILURE,
+  );
+}
