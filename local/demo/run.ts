@@ -1,0 +1,318 @@
+/**
+ * One `npm start` run: backends up, then the three parts of the pipeline side by side (the orders service writing
+ * through the outbox, the relay process publishing, the consumer receiving), a live view, and at the end a clean
+ * drain and a reconciliation of every event written against the consumer's inbox.
+ */
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { SQSClient } from "@aws-sdk/client-sqs";
+import pg from "pg";
+import { errorMessage } from "../../functions/shared/errors.ts";
+import { type OutboxNames, outboxNames } from "../../functions/shared/identifiers.ts";
+import { migrate } from "../../functions/shared/migrate.ts";
+import { type FaultProxy, startFaultProxy } from "../faultProxy.ts";
+import { type DemoBackends, startBackends } from "./backends.ts";
+import { Chaos, type ChaosReport } from "./chaos.ts";
+import { createInboxSchema, InboxConsumer } from "./consumer.ts";
+import { Dashboard, type LiveFigures } from "./dashboard.ts";
+import { percentile, readOutboxFigures, reconcile } from "./figures.ts";
+import { createOrdersSchema, OrdersService, runProducer } from "./orders.ts";
+import { RelayProcess } from "./relayProcess.ts";
+import { type DemoResult, printSummary } from "./summary.ts";
+
+export interface DemoOptions {
+  /** Seconds; null runs until Ctrl-C. */
+  durationSeconds: number | null;
+  chaos: boolean;
+  ratePerSecond: number;
+  openOrders: number;
+}
+
+/** How long the end of a run may take: the relay publishing what is left, then the consumer catching up. */
+const DRAIN_TIMEOUT_MS = 60_000;
+const CATCH_UP_TIMEOUT_MS = 60_000;
+/** Window of the live rates and lag percentiles. */
+const LIVE_WINDOW_SECONDS = 5;
+/**
+ * One relay "invocation", like a scheduled Lambda with a 60 s timeout: with the default timeouts a round reserves
+ * 20 s (publish + 2 x statement timeout), so each invocation dwells for 40 s and the next one starts at once.
+ */
+const RELAY_INVOCATION_SECONDS = 60;
+
+/**
+ * Relay settings for the demo, unless the environment sets them: the Lambda defaults, except a backoff capped at
+ * 2 s (default 5 min), so the end of an SQS outage shows up in seconds rather than minutes.
+ */
+const DEMO_RELAY_ENV = {
+  RELAY_BACKOFF_MAX_MS: "2000",
+};
+
+export class DemoRun {
+  readonly #options: DemoOptions;
+  readonly #say: (line: string) => void;
+  readonly #stop = new AbortController();
+  readonly #teardown: (() => Promise<void>)[] = [];
+  #backends!: DemoBackends;
+  #pool!: pg.Pool;
+  #names!: OutboxNames;
+  #sqs!: SQSClient;
+  #proxy: FaultProxy | undefined;
+  #relay!: RelayProcess;
+  #consumer!: InboxConsumer;
+  #chaos: Chaos | undefined;
+  #dashboard!: Dashboard;
+  #since!: Date;
+  #startedAt = 0;
+  #phase = "running";
+  #liveStopped = false;
+  readonly #written: string[] = [];
+  #writeErrors = 0;
+  #consumerErrors = 0;
+  #lastConsumerError = "";
+  #relayWarnings = 0;
+  #relayLastProblem = "";
+  #relayLogFile = "";
+
+  constructor(options: DemoOptions, say: (line: string) => void) {
+    this.#options = options;
+    this.#say = say;
+  }
+
+  /** Ctrl-C or --duration: stop producing and wind down cleanly. */
+  requestStop(): void {
+    this.#stop.abort();
+  }
+
+  /** Second Ctrl-C: nothing may outlive the demo, even unfinished. */
+  forceStop(): void {
+    this.#relay?.killNow();
+  }
+
+  async setUp(): Promise<void> {
+    const env = process.env;
+    this.#backends = await startBackends(env, this.#say);
+    this.#teardown.push(() => this.#backends.stop());
+    this.#names = outboxNames({
+      schema: env.OUTBOX_SCHEMA || undefined,
+      table: env.OUTBOX_TABLE || undefined,
+    });
+    this.#pool = new pg.Pool({ connectionString: this.#backends.databaseUrl, max: 12 });
+    this.#pool.on("error", () => {}); // an idle client's lost connection is replaced on the next checkout
+    this.#teardown.push(() => this.#pool.end());
+
+    const migrated = await migrate(this.#pool, { schema: this.#names.schema, table: this.#names.table });
+    await createOrdersSchema(this.#pool);
+    await createInboxSchema(this.#pool);
+    this.#say(
+      `postgres: ${this.#backends.postgresSource}  sqs: ${this.#backends.sqsSource}  queue: ${this.#backends.queueUrl}` +
+        `  (${migrated.applied.length} migration(s) applied)`,
+    );
+
+    if (this.#options.chaos) {
+      const target = this.#backends.sqsEndpoint ?? new URL(this.#backends.queueUrl).origin;
+      this.#proxy = await startFaultProxy(target);
+      const proxy = this.#proxy;
+      this.#teardown.push(() => proxy.close());
+    }
+    this.#sqs = this.#backends.sqsClient();
+    this.#teardown.push(async () => this.#sqs.destroy());
+    const workDir = await mkdtemp(join(tmpdir(), "outbox-demo-"));
+    this.#relayLogFile = join(workDir, "relay.log");
+    this.#relay = this.#createRelay();
+    this.#consumer = new InboxConsumer(this.#sqs, this.#backends.queueUrl, this.#pool);
+  }
+
+  /** Runs until a stop is requested, then drains; returns the reconciled result. */
+  async run(): Promise<DemoResult> {
+    const { rows } = await this.#pool.query<{ now: Date }>("select now()");
+    this.#since = rows[0]?.now ?? new Date();
+    this.#startedAt = performance.now();
+    const header =
+      `outbox demo: orders service -> ${this.#names.qualified} -> relay (outbox relay, dwell) -> SQS FIFO -> ` +
+      `consumer (inbox)${this.#options.chaos ? "   CHAOS ON" : ""}`;
+    this.#dashboard = new Dashboard(header);
+    if (!process.stdout.isTTY) this.#say(header);
+
+    const consumerStop = new AbortController();
+    const consumerDone = this.#consumer.run(consumerStop.signal, (error) => {
+      this.#consumerErrors++;
+      this.#lastConsumerError = errorMessage(error);
+    });
+    this.#relay.start();
+    const service = new OrdersService(this.#pool, { schema: this.#names.schema, table: this.#names.table });
+    const producerDone = runProducer(service, {
+      ratePerSecond: this.#options.ratePerSecond,
+      openOrders: this.#options.openOrders,
+      writers: 4,
+      signal: this.#stop.signal,
+      onWritten: (written) => this.#written.push(written.id),
+      onError: () => this.#writeErrors++,
+    });
+    if (this.#proxy !== undefined) {
+      this.#chaos = new Chaos({
+        proxy: this.#proxy,
+        relay: this.#relay,
+        consumer: this.#consumer,
+        event: (text) => this.#event(text),
+      });
+      this.#chaos.start(this.#options.durationSeconds);
+    }
+    const timer =
+      this.#options.durationSeconds === null
+        ? undefined
+        : setTimeout(() => this.requestStop(), this.#options.durationSeconds * 1000);
+
+    const live = this.#liveView();
+    await producerDone;
+    clearTimeout(timer);
+    this.#chaos?.stop();
+
+    this.#phase = "draining: the relay publishes what is left";
+    const drained = await this.#waitFor(
+      async () => (await reconcile(this.#pool, this.#names, this.#written)).unpublished === 0,
+      DRAIN_TIMEOUT_MS,
+    );
+    this.#phase = "catching up: the consumer receives the rest";
+    const caughtUp = await this.#waitFor(
+      async () => (await reconcile(this.#pool, this.#names, this.#written)).notConsumed === 0,
+      CATCH_UP_TIMEOUT_MS,
+    );
+    this.#phase = drained && caughtUp ? "done" : "gave up waiting";
+    await this.#relay.stop();
+    consumerStop.abort();
+    await consumerDone;
+    this.#liveStopped = true;
+    await live;
+    this.#dashboard.close();
+    return this.#result();
+  }
+
+  async tearDown(): Promise<void> {
+    for (const step of this.#teardown.reverse()) await step().catch(() => {});
+  }
+
+  #createRelay(): RelayProcess {
+    const { aws } = this.#backends;
+    const env: Record<string, string | undefined> = {
+      ...DEMO_RELAY_ENV,
+      ...process.env,
+      DATABASE_URL: this.#backends.databaseUrl,
+      DATABASE_SECRET_ARN: undefined,
+      OUTBOX_QUEUE_URL: this.#backends.queueUrl,
+      OUTBOX_SCHEMA: this.#names.schema,
+      OUTBOX_TABLE: this.#names.table,
+      // Through the fault proxy in chaos mode, so the endpoint can fail for the relay alone.
+      AWS_ENDPOINT_URL: this.#proxy?.url ?? this.#backends.sqsEndpoint,
+      AWS_REGION: aws.region,
+      AWS_ACCESS_KEY_ID: aws.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: aws.secretAccessKey,
+    };
+    return new RelayProcess({
+      env,
+      invocationSeconds: RELAY_INVOCATION_SECONDS,
+      logFile: this.#relayLogFile,
+      onStart: (pid, start) => {
+        if (start > 1)
+          this.#event(`relay started again (pid ${pid}), as the next scheduled invocation would be`);
+      },
+      onExit: (code, signal, willRestart) => {
+        if (signal === "SIGKILL" || !willRestart) return;
+        this.#event(
+          `relay exited (${signal ?? `code ${code}`}): ${this.#relayLastProblem || "see the relay log"}`,
+        );
+      },
+      onLog: (line) => {
+        if (line.level === "WARN" || line.level === "ERROR") {
+          this.#relayWarnings++;
+          this.#relayLastProblem = `${line.message ?? ""}${typeof line.error === "string" ? `: ${line.error}` : ""}`;
+        }
+      },
+    });
+  }
+
+  #event(text: string) {
+    this.#dashboard.event(this.#elapsedSeconds(), text);
+  }
+
+  #elapsedSeconds() {
+    return (performance.now() - this.#startedAt) / 1000;
+  }
+
+  async #liveView() {
+    while (!this.#liveStopped) {
+      try {
+        this.#dashboard.update(await this.#liveFigures());
+      } catch {
+        // A failed refresh (the database busy restarting a connection) just skips a frame.
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  }
+
+  async #liveFigures(): Promise<LiveFigures> {
+    const figures = await readOutboxFigures(this.#pool, this.#names, this.#since, LIVE_WINDOW_SECONDS);
+    const elapsed = this.#elapsedSeconds();
+    const window = Math.min(LIVE_WINDOW_SECONDS, Math.max(elapsed, 0.001));
+    const lags = this.#consumer.stats.endToEndLagMs.slice(-500);
+    const stats = this.#consumer.stats;
+    return {
+      elapsedSeconds: elapsed,
+      durationSeconds: this.#options.durationSeconds,
+      written: this.#written.length,
+      writtenPerSecond: this.#stop.signal.aborted ? 0 : this.#written.length / Math.max(elapsed, 0.001),
+      pending: figures.pending,
+      published: figures.published,
+      publishedPerSecond: figures.publishedInWindow / window,
+      lagP50Ms: figures.lagP50Ms,
+      lagP99Ms: figures.lagP99Ms,
+      consumed: stats.processed,
+      endToEndP50Ms: percentile(lags, 0.5),
+      endToEndP99Ms: percentile(lags, 0.99),
+      duplicatesSuppressed: stats.duplicates,
+      orderViolations: stats.orderViolations,
+      deadLetters: figures.deadLetters,
+      relay: { pid: this.#relay.pid, starts: this.#relay.starts, warnings: this.#relayWarnings },
+      phase: this.#phase,
+    };
+  }
+
+  /** Polls `done` (and keeps the view fresh) until it holds or `timeoutMs` passes. */
+  async #waitFor(done: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
+    const deadline = performance.now() + timeoutMs;
+    while (performance.now() < deadline) {
+      if (await done()) return true;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    return done();
+  }
+
+  async #result(): Promise<DemoResult> {
+    const [figures, reconciled] = await Promise.all([
+      readOutboxFigures(this.#pool, this.#names, this.#since, null),
+      reconcile(this.#pool, this.#names, this.#written),
+    ]);
+    const stats = this.#consumer.stats;
+    const chaos: ChaosReport | undefined = this.#chaos?.report;
+    return {
+      options: this.#options,
+      elapsedSeconds: this.#elapsedSeconds(),
+      reconciled,
+      commitToPublish: { p50: figures.lagP50Ms, p99: figures.lagP99Ms },
+      commitToConsume: {
+        p50: percentile(stats.endToEndLagMs, 0.5),
+        p99: percentile(stats.endToEndLagMs, 0.99),
+      },
+      consumer: stats,
+      consumerErrors: this.#consumerErrors,
+      lastConsumerError: this.#lastConsumerError,
+      writeErrors: this.#writeErrors,
+      relay: { starts: this.#relay.starts, kills: this.#relay.kills, warnings: this.#relayWarnings },
+      relayLogFile: this.#relayLogFile,
+      proxy: this.#proxy?.stats,
+      ...(chaos === undefined ? {} : { chaos }),
+    };
+  }
+}
+
+export { printSummary };

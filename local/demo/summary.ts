@@ -1,0 +1,97 @@
+import type { FaultProxyStats } from "../faultProxy.ts";
+import type { ChaosReport } from "./chaos.ts";
+import type { ConsumerStats } from "./consumer.ts";
+import { ms } from "./dashboard.ts";
+import type { Reconciliation } from "./figures.ts";
+
+export interface DemoResult {
+  options: { durationSeconds: number | null; chaos: boolean; ratePerSecond: number };
+  elapsedSeconds: number;
+  reconciled: Reconciliation;
+  commitToPublish: { p50: number | null; p99: number | null };
+  commitToConsume: { p50: number | null; p99: number | null };
+  consumer: ConsumerStats;
+  consumerErrors: number;
+  lastConsumerError: string;
+  writeErrors: number;
+  relay: { starts: number; kills: number; warnings: number };
+  relayLogFile: string;
+  proxy?: FaultProxyStats;
+  chaos?: ChaosReport;
+}
+
+/** Prints the end-of-run summary and returns the exit code: 1 if an event was lost or arrived out of order. */
+export function printSummary(result: DemoResult, print: (line: string) => void): number {
+  const { reconciled: r, consumer } = result;
+  const consumed = r.written - r.notConsumed;
+  const published = r.written - r.unpublished - r.deadLettered;
+  const failed = r.notConsumed > 0 || consumer.orderViolations > 0;
+  const row = (label: string, value: string | number, note = "") =>
+    print(`  ${label.padEnd(24)}${String(value).padStart(8)}${note === "" ? "" : `   ${note}`}`);
+
+  print("");
+  print(
+    `summary: ${result.elapsedSeconds.toFixed(1)} s, ${result.options.ratePerSecond} events/s` +
+      `${result.options.chaos ? ", chaos" : ""}`,
+  );
+  row(
+    "events written",
+    r.written,
+    result.writeErrors > 0 ? `(${result.writeErrors} write transactions failed and rolled back)` : "",
+  );
+  row(
+    "published",
+    published,
+    `commit→publish p50 ${ms(result.commitToPublish.p50)}, p99 ${ms(result.commitToPublish.p99)}`,
+  );
+  row(
+    "consumed",
+    consumed,
+    `commit→consume p50 ${ms(result.commitToConsume.p50)}, p99 ${ms(result.commitToConsume.p99)}`,
+  );
+  if (r.notConsumed === 0) row("lost", 0);
+  else {
+    // Not necessarily lost for good (a catch-up that timed out leaves them in the queue), but not proven delivered.
+    const stillQueued = r.notConsumed - r.unpublished - r.deadLettered;
+    row(
+      "not consumed",
+      r.notConsumed,
+      `(${r.unpublished} never published, ${r.deadLettered} dead-lettered, ${stillQueued} published but not received)`,
+    );
+  }
+  row("duplicates suppressed", consumer.duplicates, "redeliveries the inbox recognised by outbox id");
+  row("order violations", consumer.orderViolations);
+  row("dead letters", r.deadLettered);
+  row(
+    "relay processes",
+    result.relay.starts,
+    `started; ${result.relay.kills} killed, ${result.relay.warnings} warning(s) logged`,
+  );
+  if (result.chaos !== undefined) {
+    const c = result.chaos;
+    const resent = new Set(c.unrecordedAccepted);
+    const copiesCaught = consumer.duplicateIds.filter((id) => resent.has(id)).length;
+    print("  chaos");
+    print(
+      `    relay killed ${c.relayKills}x after SQS accepted a batch it never recorded: ${resent.size} message(s) ` +
+        `sent again after the restart, ${copiesCaught} copy(ies) reached the consumer and were dropped by the inbox`,
+    );
+    print(
+      `    consumer crashed ${c.consumerCrashes}x before deleting: ${c.redelivered} message(s) delivered again; ` +
+        `${consumer.duplicates - copiesCaught} duplicate(s) besides the relay kill's reached the inbox and were dropped`,
+    );
+    print(
+      `    SQS endpoint down ${c.outageSeconds} s: ${result.proxy?.refused ?? 0} request(s) refused with 503; ` +
+        "the rows backed off and went out afterwards",
+    );
+  }
+  if (result.consumerErrors > 0)
+    print(`  consumer errors: ${result.consumerErrors} (last: ${result.lastConsumerError})`);
+  print(`  relay log: ${result.relayLogFile}`);
+  print(
+    failed
+      ? `result: FAILED (${r.notConsumed} event(s) not consumed, ${consumer.orderViolations} order violation(s))`
+      : "result: OK, every committed event was consumed, exactly once after the inbox, in order per order",
+  );
+  return failed ? 1 : 0;
+}
