@@ -1,0 +1,132 @@
+import { spawn } from "node:child_process";
+import { describe, expect, inject, it } from "vitest";
+import { type DemoResult, printSummary } from "../local/demo/summary.ts";
+import { useTestDatabase } from "./support/db.ts";
+
+const START = new URL("../local/start.ts", import.meta.url).pathname;
+const db = useTestDatabase();
+
+type Env = Record<string, string | undefined>;
+
+/** `npm start` as a fresh shell would run it: no database, queue or AWS settings inherited from this one. */
+function runStart(args: string[], overrides: Env = {}): Promise<{ code: number | null; output: string }> {
+  const env: Env = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!/^(DATABASE_|OUTBOX_|RELAY_|PURGE_|AWS_|TEST_)/.test(name)) env[name] = value;
+  }
+  const child = spawn(process.execPath, [START, ...args], {
+    env: { ...env, ...overrides },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (chunk) => {
+    output += chunk;
+  });
+  child.stderr.on("data", (chunk) => {
+    output += chunk;
+  });
+  return new Promise((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (code) => resolve({ code, output }));
+  });
+}
+
+/** The figure on a summary line such as `  events written    412`. */
+function figure(output: string, label: string): number {
+  const match = new RegExp(`^  ${label}\\s+(\\d+)`, "m").exec(output);
+  if (match?.[1] === undefined) throw new Error(`no "${label}" in the summary:\n${output}`);
+  return Number(match[1]);
+}
+
+describe("npm start (local/start.ts)", () => {
+  it("with no configuration, runs the whole pipeline for --duration and every event is consumed in order", async () => {
+    const run = await runStart(["--duration", "8"]);
+
+    expect(run.code, run.output).toBe(0);
+    expect(run.output).toMatch(/postgres: \S+\s+sqs: \S+\s+queue: \S+\.fifo/);
+    // Not a terminal: plain progress lines rather than a redrawn view.
+    expect(run.output).toMatch(/^t=\d+s written=\d+ pending=\d+ published=\d+ published\/s=/m);
+    const written = figure(run.output, "events written");
+    expect(written).toBeGreaterThan(100);
+    expect(figure(run.output, "published")).toBe(written);
+    expect(figure(run.output, "consumed")).toBe(written);
+    expect(figure(run.output, "lost")).toBe(0);
+    expect(figure(run.output, "order violations")).toBe(0);
+    expect(run.output).toMatch(/^result: OK/m);
+  });
+
+  it("--chaos: a relay killed mid-batch, an SQS outage and a consumer crash lose nothing and keep order", async () => {
+    const run = await runStart(["--duration", "8", "--chaos"], {
+      DATABASE_URL: db.url,
+      AWS_ENDPOINT_URL: inject("awsEndpoint"),
+    });
+
+    expect(run.code, run.output).toBe(0);
+    expect(run.output).toMatch(/postgres: env\s+sqs: env/);
+    expect(run.output).toMatch(
+      /chaos: relay SIGKILLed after SQS accepted \d+ message\(s\) it never recorded/,
+    );
+    expect(run.output).toMatch(/relay started again/);
+    expect(run.output).toMatch(/chaos: SQS endpoint down/);
+    expect(run.output).toMatch(/chaos: consumer crashed after processing \d+ message\(s\)/);
+    const written = figure(run.output, "events written");
+    expect(figure(run.output, "consumed")).toBe(written);
+    expect(figure(run.output, "lost")).toBe(0);
+    expect(figure(run.output, "order violations")).toBe(0);
+    // The crashed consumer's batch came back and the inbox recognised it.
+    expect(figure(run.output, "duplicates suppressed")).toBeGreaterThan(0);
+    expect(run.output).toMatch(/SQS endpoint down 3 s: [1-9]\d* request\(s\) refused/);
+    // The demo's own tables hold the proof: every inbox row is one outbox row, each order complete and in order.
+    const { rows } = await db.pool.query(
+      `select count(*)::int as inbox, count(distinct i.outbox_id)::int as distinct_ids,
+              count(*) filter (where o.id is null)::int as unknown_ids
+       from demo_inbox as i left join outbox_events as o on o.id = i.outbox_id`,
+    );
+    expect(rows[0]).toEqual({ inbox: written, distinct_ids: written, unknown_ids: 0 });
+  });
+});
+
+describe("npm start's summary", () => {
+  function aResult(overrides: { notConsumed?: number; orderViolations?: number } = {}): DemoResult {
+    return {
+      options: { durationSeconds: 10, chaos: false, ratePerSecond: 25 },
+      elapsedSeconds: 10,
+      reconciled: { written: 250, unpublished: 0, deadLettered: 0, notConsumed: overrides.notConsumed ?? 0 },
+      commitToPublish: { p50: 20, p99: 90 },
+      commitToConsume: { p50: 30, p99: 120 },
+      consumer: {
+        received: 250,
+        processed: 250 - (overrides.notConsumed ?? 0),
+        duplicates: 0,
+        duplicateIds: [],
+        orderViolations: overrides.orderViolations ?? 0,
+        foreign: 0,
+        endToEndLagMs: [],
+      },
+      consumerErrors: 0,
+      lastConsumerError: "",
+      writeErrors: 0,
+      relay: { starts: 1, kills: 0, warnings: 0 },
+      relayLogFile: "/tmp/relay.log",
+    };
+  }
+
+  function summarize(result: DemoResult) {
+    const lines: string[] = [];
+    return { code: printSummary(result, (line) => lines.push(line)), text: lines.join("\n") };
+  }
+
+  it("exits 1 and says FAILED when an event was not consumed or arrived out of order, 0 otherwise", () => {
+    const ok = summarize(aResult());
+    const lost = summarize(aResult({ notConsumed: 3 }));
+    const reordered = summarize(aResult({ orderViolations: 1 }));
+
+    expect(ok.code).toBe(0);
+    expect(ok.text).toMatch(/^result: OK/m);
+    expect(lost.code).toBe(1);
+    expect(lost.text).toMatch(/not consumed\s+3/);
+    expect(lost.text).toMatch(/^result: FAILED \(3 event\(s\) not consumed, 0 order violation\(s\)\)/m);
+    expect(reordered.code).toBe(1);
+    expect(reordered.text).toMatch(/^result: FAILED \(0 event\(s\) not consumed, 1 order violation\(s\)\)/m);
+  });
+});
