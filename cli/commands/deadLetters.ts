@@ -27,7 +27,7 @@ export function deadLettersCommand(): Command {
     .option("--event-type <type>", "only this event type")
     .option("--aggregate-type <type>", "only this aggregate type")
     .option("--aggregate-id <id>", "only this aggregate")
-    .option("--limit <n>", "show at most n (default 50)", integerIn(1, 10_000), 50)
+    .option("--limit <n>", "show at most n", integerIn(1, 10_000), 50)
     .option("--json", "print as JSON (full last_error, ISO timestamps)")
     .action(async (flags: DeadLetterFlags) => {
       const database = await openOutboxDatabase(outboxTargetFromEnv(connectionEnv(flags)));

@@ -38,12 +38,7 @@ export function purgeCommand(): Command {
       integerIn(1, 87_600),
     )
     .option("--batch-size <n>", "rows per DELETE (env PURGE_BATCH_SIZE, default 5000)", integerIn(1, 50_000))
-    .option(
-      "--max-seconds <s>",
-      "stop starting batches after this long (default 3600)",
-      integerIn(1, 86_400),
-      3_600,
-    )
+    .option("--max-seconds <s>", "stop starting batches after this long", integerIn(1, 86_400), 3_600)
     .option("--json", "print the summary as JSON")
     .action(async (flags: PurgeFlags) => {
       const config = purgeConfigFromEnv(
