@@ -63,6 +63,8 @@ const onSignal = () => {
 };
 process.on("SIGINT", onSignal);
 process.on("SIGTERM", onSignal);
+// However this process ends, the relay child must not outlive it.
+process.on("exit", () => demo.forceStop());
 
 let exitCode = 1;
 try {

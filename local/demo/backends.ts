@@ -3,12 +3,17 @@
  * Postgres and a local SQS endpoint (LocalStack when Docker answers, else moto) are started and thrown away.
  * DATABASE_URL, AWS_ENDPOINT_URL and OUTBOX_QUEUE_URL, when set, are used instead.
  */
+import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { CreateQueueCommand, DeleteQueueCommand, SQSClient, type SQSClientConfig } from "@aws-sdk/client-sqs";
-import { LOCAL_AWS, startAwsEndpoint } from "../awsEndpoint.ts";
-import { startPostgres } from "../postgres.ts";
+import { LOCAL_AWS } from "../awsEndpoint.ts";
+import type { BackendsReport } from "./backendsProcess.ts";
 
 type Env = Record<string, string | undefined>;
+
+const BACKENDS_PROCESS = fileURLToPath(new URL("./backendsProcess.ts", import.meta.url));
 
 export interface DemoBackends {
   databaseUrl: string;
@@ -27,34 +32,33 @@ export interface DemoBackends {
 export async function startBackends(env: Env, say: (line: string) => void): Promise<DemoBackends> {
   const stops: (() => Promise<void>)[] = [];
   const stop = async () => {
-    for (const step of stops.reverse()) await step().catch(() => {});
+    for (const step of stops.splice(0).reverse()) await step().catch(() => {});
   };
   try {
-    say(env.DATABASE_URL ? "using DATABASE_URL" : "starting Postgres (embedded unless Docker answers)…");
-    const postgres = await startPostgres(env.DATABASE_URL);
-    stops.push(() => postgres.stop());
-
     const queueGiven = env.OUTBOX_QUEUE_URL !== undefined && env.OUTBOX_QUEUE_URL !== "";
-    let sqsEndpoint = env.AWS_ENDPOINT_URL || undefined;
-    let sqsSource = "env";
-    if (!queueGiven) {
-      say(
-        sqsEndpoint
-          ? `using the SQS endpoint at ${sqsEndpoint}`
-          : "starting a local SQS endpoint (LocalStack or moto)…",
-      );
-      const endpoint = await startAwsEndpoint(sqsEndpoint).catch((error: unknown) => {
-        throw new Error(
-          `npm start needs a local SQS endpoint and found none: ${(error as Error).message}\n` +
-            "Start a Docker engine (LocalStack), install moto (`pip install 'moto[server]'`), " +
-            "or point AWS_ENDPOINT_URL / OUTBOX_QUEUE_URL at one.",
-          { cause: error },
-        );
-      });
-      stops.push(() => endpoint.stop());
-      sqsEndpoint = endpoint.url;
-      sqsSource = endpoint.source;
+    const needPostgres = !env.DATABASE_URL;
+    const needSqs = !queueGiven && !env.AWS_ENDPOINT_URL;
+    const postgresPlan = needPostgres
+      ? "starting Postgres (embedded unless Docker answers)"
+      : "using DATABASE_URL";
+    const sqsPlan = queueGiven
+      ? "using OUTBOX_QUEUE_URL"
+      : needSqs
+        ? "starting a local SQS endpoint (LocalStack or moto)"
+        : `using the SQS endpoint at ${env.AWS_ENDPOINT_URL}`;
+    say(`${postgresPlan}; ${sqsPlan}…`);
+    let started: BackendsReport = {};
+    if (needPostgres || needSqs) {
+      const servers = await startServersProcess([
+        ...(needPostgres ? ["postgres"] : []),
+        ...(needSqs ? ["sqs"] : []),
+      ]);
+      stops.push(servers.stop);
+      started = servers.report;
     }
+    const databaseUrl = started.postgres?.url ?? (env.DATABASE_URL as string);
+    const sqsEndpoint = started.sqs?.url ?? (env.AWS_ENDPOINT_URL || undefined);
+
     // Emulators accept any credentials; a real queue (OUTBOX_QUEUE_URL without an endpoint) uses the SDK's chain.
     const local = sqsEndpoint !== undefined;
     const aws = {
@@ -75,10 +79,10 @@ export async function startBackends(env: Env, say: (line: string) => void): Prom
       });
     }
     return {
-      databaseUrl: postgres.url,
-      postgresSource: postgres.source,
+      databaseUrl,
+      postgresSource: started.postgres?.source ?? "env",
       sqsEndpoint,
-      sqsSource,
+      sqsSource: started.sqs?.source ?? "env",
       queueUrl,
       aws,
       sqsClient,
@@ -88,6 +92,56 @@ export async function startBackends(env: Env, say: (line: string) => void): Prom
     await stop();
     throw error;
   }
+}
+
+/** Starts local/demo/backendsProcess.ts out of this process group and waits for its report. */
+async function startServersProcess(
+  what: string[],
+): Promise<{ report: BackendsReport; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, [BACKENDS_PROCESS, ...what], {
+    detached: true,
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const stop = async () => {
+    child.stdin?.end(); // the servers stop when their stdin ends
+    const stopped = await Promise.race([exited.then(() => true), delay(20_000).then(() => false)]);
+    if (!stopped) child.kill("SIGKILL");
+  };
+  const report = await firstLine(child).catch(async (error: unknown) => {
+    await stop();
+    throw error;
+  });
+  if (report.error !== undefined) {
+    await stop();
+    throw new Error(
+      `${report.error}\nnpm start needs a Postgres and an SQS endpoint: start a Docker engine (Postgres and ` +
+        "LocalStack via testcontainers), or let it use embedded-postgres and moto (`pip install 'moto[server]'`), " +
+        "or point DATABASE_URL and AWS_ENDPOINT_URL / OUTBOX_QUEUE_URL at running ones.",
+    );
+  }
+  return { report, stop };
+}
+
+function firstLine(child: ChildProcess): Promise<BackendsReport> {
+  return new Promise((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+    lines.once("line", (line) => {
+      lines.close();
+      try {
+        resolve(JSON.parse(line) as BackendsReport);
+      } catch {
+        reject(new Error(`unexpected output from the servers process: ${line}`));
+      }
+    });
+    child.once("exit", (code) =>
+      reject(new Error(`the servers process exited with code ${code} before reporting`)),
+    );
+  });
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 function clientConfig(aws: DemoBackends["aws"], endpoint: string | undefined): SQSClientConfig {

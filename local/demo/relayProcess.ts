@@ -54,7 +54,9 @@ export class RelayProcess {
     const child = spawn(
       process.execPath,
       [CLI, "relay", "--log-format", "json", "--invocation-seconds", String(this.#options.invocationSeconds)],
-      { env: this.#options.env, stdio: ["ignore", "pipe", "pipe"] },
+      // Its own process group, so the terminal's Ctrl-C reaches only this demo, which then stops the relay when
+      // it is time (after the drain); the IPC channel lets the relay notice if this process dies unannounced.
+      { env: this.#options.env, stdio: ["ignore", "pipe", "pipe", "ipc"], detached: true },
     );
     this.starts++;
     this.#child = child;
@@ -98,7 +100,7 @@ export class RelayProcess {
     clearTimeout(this.#restartTimer);
     this.#child?.kill("SIGTERM");
     await this.#exited;
-    await new Promise<void>((resolve) => this.#log.end(resolve));
+    if (!this.#log.writableEnded) await new Promise<void>((resolve) => this.#log.end(resolve));
   }
 
   /** Last resort on a forced exit: nothing may outlive the demo. */

@@ -98,7 +98,10 @@ export class DemoRun {
       table: env.OUTBOX_TABLE || undefined,
     });
     this.#pool = new pg.Pool({ connectionString: this.#backends.databaseUrl, max: 12 });
-    this.#pool.on("error", () => {}); // an idle client's lost connection is replaced on the next checkout
+    // A lost connection (the server shutting down at the very end) surfaces as a failed query; unheard 'error'
+    // events from idle or checked-out clients would crash the process instead.
+    this.#pool.on("error", () => {});
+    this.#pool.on("connect", (client) => client.on("error", () => {}));
     this.#teardown.push(() => this.#pool.end());
 
     const migrated = await migrate(this.#pool, { schema: this.#names.schema, table: this.#names.table });
@@ -120,6 +123,7 @@ export class DemoRun {
     const workDir = await mkdtemp(join(tmpdir(), "outbox-demo-"));
     this.#relayLogFile = join(workDir, "relay.log");
     this.#relay = this.#createRelay();
+    this.#teardown.push(() => this.#relay.stop());
     this.#consumer = new InboxConsumer(this.#sqs, this.#backends.queueUrl, this.#pool);
   }
 
@@ -188,8 +192,9 @@ export class DemoRun {
     return this.#result();
   }
 
+  /** Undoes setUp in reverse order, once, whatever state the run ended in. */
   async tearDown(): Promise<void> {
-    for (const step of this.#teardown.reverse()) await step().catch(() => {});
+    for (const step of this.#teardown.splice(0).reverse()) await step().catch(() => {});
   }
 
   #createRelay(): RelayProcess {
