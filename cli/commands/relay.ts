@@ -183,6 +183,9 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  // Started by a supervisor with an IPC channel (npm start does): if it goes away, stop as on SIGTERM.
+  const onDisconnect = () => onSignal("SIGTERM");
+  process.once("disconnect", onDisconnect);
   try {
     const check = await checkQueue(
       sqs,
@@ -221,6 +224,7 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
   } finally {
     process.off("SIGTERM", onSignal);
     process.off("SIGINT", onSignal);
+    process.off("disconnect", onDisconnect);
     await database
       .close()
       .catch((error: unknown) => logger.warn("closing the pool failed", { error: errorMessage(error) }));
