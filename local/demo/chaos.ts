@@ -1,16 +1,18 @@
 /**
  * The faults of `npm start --chaos`, one cycle spread over the run (repeating every 45 s when the run has no
  * --duration):
- *  1. at 20%: the relay is SIGKILLed right after SQS accepted one of its batches and before it recorded it
- *     (the fault proxy withholds SQS's answer and kills the process in between); it is restarted a second
- *     later, claims the same rows again and republishes them with the same deduplication ids. Real SQS drops
- *     such copies within its 5-minute window; moto only compares with messages still in the queue, so once the
- *     consumer deleted the first copy the second one is delivered, and the inbox has to catch it;
- *  2. at 35%: the consumer "crashes" after processing a batch and before deleting it; SQS delivers those
- *     messages again and the inbox recognises them;
- *  3. at 50%: the SQS endpoint answers 503 to everything for a few seconds; publishes fail as a whole, rows
- *     back off (never dead-letter: it is an outage, not a bad message) and go out when it is back.
- * Spread out so each fault's effect can be seen on its own, and all done well before the run ends.
+ *  1. at 20%: the SQS endpoint answers 503 to everything for a few seconds; publishes fail as a whole, rows
+ *     back off (never dead-letter: it is an outage, not a bad message) and go out when it is back;
+ *  2. as SQS comes back: the relay is SIGKILLed right after SQS accepted one of its batches and before it
+ *     recorded it (the fault proxy withholds SQS's answer and kills the process in between). Armed at the end
+ *     of the outage because the first batches then are full ones from the backlog (at the demo's steady rate a
+ *     batch holds one or two events). It is restarted a second later, claims the same rows again and
+ *     republishes them with the same deduplication ids. Real SQS drops such copies within its 5-minute window;
+ *     moto only compares with messages still in the queue, so once the consumer deleted the first copy the
+ *     second one is delivered, and the inbox has to catch it;
+ *  3. at 60%: the consumer "crashes" after processing a batch and before deleting it; SQS delivers those
+ *     messages again and the inbox recognises them.
+ * All done well before the run ends, so the summary also shows the recovery.
  */
 import type { FaultProxy } from "../faultProxy.ts";
 import type { InboxConsumer } from "./consumer.ts";
@@ -22,8 +24,8 @@ export interface ChaosReport {
   unrecordedAccepted: string[];
   outageSeconds: number;
   consumerCrashes: number;
-  /** Messages processed by a crashed consumer and delivered again. */
-  redelivered: number;
+  /** Outbox ids of the messages a crashed consumer had processed and that were delivered again. */
+  redelivered: string[];
 }
 
 interface ChaosDeps {
@@ -41,7 +43,7 @@ export class Chaos {
     unrecordedAccepted: [],
     outageSeconds: 0,
     consumerCrashes: 0,
-    redelivered: 0,
+    redelivered: [],
   };
   readonly #deps: ChaosDeps;
   readonly #timers: NodeJS.Timeout[] = [];
@@ -59,9 +61,8 @@ export class Chaos {
     const outageSeconds = Math.min(5, Math.max(3, Math.round(cycle * 0.1)));
     const at = (fraction: number, action: () => void) =>
       this.#timers.push(setTimeout(action, fraction * cycle * 1000));
-    at(0.2, () => void this.#killRelayAfterAcceptedBatch());
-    at(0.35, () => void this.#crashConsumer());
-    at(0.5, () => this.#outage(outageSeconds));
+    at(0.2, () => this.#outage(outageSeconds));
+    at(0.6, () => void this.#crashConsumer());
     if (durationSeconds === null) this.#timers.push(setTimeout(() => this.start(null), cycle * 1000));
   }
 
@@ -94,7 +95,9 @@ export class Chaos {
     this.#deps.event(`chaos: SQS endpoint down (503 to every request) for ${seconds} s`);
     this.#timers.push(
       setTimeout(() => {
-        if (!this.#stopped) this.#deps.event("chaos: SQS endpoint back");
+        if (this.#stopped) return;
+        this.#deps.event("chaos: SQS endpoint back");
+        void this.#killRelayAfterAcceptedBatch();
       }, seconds * 1000),
     );
   }
@@ -102,10 +105,10 @@ export class Chaos {
   async #crashConsumer() {
     const { consumer, event } = this.#deps;
     event("chaos: the consumer will crash after processing its next batch, before deleting it");
-    const count = await consumer.crashAfterNextBatch();
+    const outboxIds = await consumer.crashAfterNextBatch();
     if (this.#stopped) return;
     this.report.consumerCrashes++;
-    this.report.redelivered += count;
-    event(`chaos: consumer crashed after processing ${count} message(s); SQS delivers them again`);
+    this.report.redelivered.push(...outboxIds);
+    event(`chaos: consumer crashed after processing ${outboxIds.length} message(s); SQS delivers them again`);
   }
 }

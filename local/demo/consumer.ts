@@ -72,7 +72,7 @@ export class InboxConsumer {
   readonly #sqs: SQSClient;
   readonly #queueUrl: string;
   readonly #pool: pg.Pool;
-  #crashNext: ((count: number) => void) | undefined;
+  #crashNext: ((outboxIds: string[]) => void) | undefined;
 
   constructor(sqs: SQSClient, queueUrl: string, pool: pg.Pool) {
     this.#sqs = sqs;
@@ -83,9 +83,9 @@ export class InboxConsumer {
   /**
    * Chaos: the next received batch is processed (inbox committed) but not deleted, as if the consumer died
    * right there; the messages become visible again at once (instead of after the visibility timeout) and are
-   * delivered a second time. Resolves with how many messages that was.
+   * delivered a second time. Resolves with their outbox ids.
    */
-  crashAfterNextBatch(): Promise<number> {
+  crashAfterNextBatch(): Promise<string[]> {
     return new Promise((resolve) => {
       this.#crashNext = resolve;
     });
@@ -124,7 +124,7 @@ export class InboxConsumer {
         if (crash !== undefined) {
           this.#crashNext = undefined;
           await this.#makeVisibleAgain(messages);
-          crash(messages.length);
+          crash(messages.map((message) => message.MessageAttributes?.outboxId?.StringValue ?? ""));
           continue;
         }
         await this.#sqs.send(

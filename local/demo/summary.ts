@@ -69,20 +69,28 @@ export function printSummary(result: DemoResult, print: (line: string) => void):
   );
   if (result.chaos !== undefined) {
     const c = result.chaos;
-    const resent = new Set(c.unrecordedAccepted);
-    const copiesCaught = consumer.duplicateIds.filter((id) => resent.has(id)).length;
+    // Only two things make the consumer see an outbox id twice here: the crash's redelivery, and a relay that
+    // republished rows SQS had already accepted (the killed one: its trapped batch and any request of the same
+    // round still in flight when it died).
+    const redelivered = new Set(c.redelivered);
+    const crashCopies = consumer.duplicateIds.filter((id) => redelivered.has(id)).length;
     print("  chaos");
-    print(
-      `    relay killed ${c.relayKills}x after SQS accepted a batch it never recorded: ${resent.size} message(s) ` +
-        `sent again after the restart, ${copiesCaught} copy(ies) reached the consumer and were dropped by the inbox`,
-    );
-    print(
-      `    consumer crashed ${c.consumerCrashes}x before deleting: ${c.redelivered} message(s) delivered again; ` +
-        `${consumer.duplicates - copiesCaught} duplicate(s) besides the relay kill's reached the inbox and were dropped`,
-    );
     print(
       `    SQS endpoint down ${c.outageSeconds} s: ${result.proxy?.refused ?? 0} request(s) refused with 503; ` +
         "the rows backed off and went out afterwards",
+    );
+    const relayCopies = consumer.duplicates - crashCopies;
+    print(
+      `    relay killed ${c.relayKills}x right after SQS accepted a batch of ${c.unrecordedAccepted.length} it never ` +
+        "recorded; republished after the restart with the same dedup ids: " +
+        (relayCopies === 0
+          ? "SQS dropped the copies"
+          : `${relayCopies} copy(ies) reached the consumer (this endpoint does not deduplicate against deleted ` +
+            "messages; real SQS does for 5 minutes) and the inbox dropped them"),
+    );
+    print(
+      `    consumer crashed ${c.consumerCrashes}x before deleting: ${redelivered.size} message(s) delivered again, ` +
+        `${crashCopies} dropped by the inbox`,
     );
   }
   if (result.consumerErrors > 0)
