@@ -81,8 +81,9 @@ export function printSummary(result: DemoResult, print: (line: string) => void):
     );
     const relayCopies = consumer.duplicates - crashCopies;
     print(
-      `    relay killed ${c.relayKills}x right after SQS accepted a batch of ${c.unrecordedAccepted.length} it never ` +
-        "recorded; republished after the restart with the same dedup ids: " +
+      `    relay killed ${c.relayKills}x right after SQS accepted a batch of ${c.unrecordedAccepted.length} ` +
+        "(with the rest of its round in flight) it never recorded; republished after the restart with the same " +
+        "dedup ids: " +
         (relayCopies === 0
           ? "SQS dropped the copies"
           : `${relayCopies} copy(ies) reached the consumer (this endpoint does not deduplicate against deleted ` +
