@@ -1,0 +1,23 @@
+import { parentPort } from "node:worker_threads";
+import { startFakeSqs } from "../../local/fakeSqs.ts";
+import type { EndpointReply, EndpointRequest } from "./sqsEndpoint.ts";
+
+const port = parentPort;
+if (port === null) throw new Error("sqsEndpointWorker.ts runs as a worker thread (see sqsEndpoint.ts)");
+const fake = await startFakeSqs();
+port.on("message", (request: EndpointRequest) => {
+  const reply: EndpointReply = { id: request.id };
+  if (request.kind === "latency") {
+    fake.setFaults({ latencyMs: request.ms });
+  } else if (request.kind === "cpu") {
+    const usage = process.threadCpuUsage();
+    reply.cpuMs = (usage.user + usage.system) / 1000;
+  } else {
+    reply.deliveries = fake
+      .deliveries()
+      .map((delivery) => ({ dedupId: delivery.dedupId ?? "", at: delivery.at }));
+    fake.clearDeliveries();
+  }
+  port.postMessage(reply);
+});
+port.postMessage({ url: fake.url });

@@ -1,0 +1,152 @@
+import type pg from "pg";
+import type { Queryable } from "../../functions/shared/db.ts";
+import { type OutboxNames, outboxNames } from "../../functions/shared/identifiers.ts";
+import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay.ts";
+import { claimBatch } from "../../functions/shared/sql/claimBatch.ts";
+import { type BacklogShape, resetOutbox, seedBacklog, seedPublished } from "../lib/benchDatabase.ts";
+import { percentile } from "../lib/stats.ts";
+
+export interface ClaimTimings {
+  claims: number;
+  p50: number;
+  p99: number;
+  /** The five slowest claims, ms: tells a noisy neighbour (one or two spikes) from a slow plan. */
+  slowest: number[];
+  /** From EXPLAIN (ANALYZE, BUFFERS) of one claim. */
+  explain: { executionMs: number; planningMs: number; sharedHit: number; sharedRead: number; plan: string };
+}
+
+export interface ClaimAtScale {
+  publishedRows: number;
+  pendingRows: number;
+  /** Statistics gathered with the backlog in the table (ANALYZE after it arrived). */
+  fresh: ClaimTimings;
+  /**
+   * Statistics gathered before the backlog arrived, when no row was pending: the normal state of a healthy
+   * outbox (the relay keeps up, so ANALYZE sees processed_at null in ~0 rows), until autovacuum's next ANALYZE.
+   */
+  stale: ClaimTimings;
+}
+
+const FRESH_CLAIMS = 300;
+/** Fewer: each stale-statistics claim can take tens of milliseconds. */
+const STALE_CLAIMS = 50;
+
+/**
+ * (6) The claim query on a big table: 1M published rows waiting for the purge and a pending backlog. Each claim
+ * runs in its own transaction with the relay's settings and is rolled back, so every claim sees the same rows;
+ * the client-observed time of the claim statement alone is reported. Measured twice: with the statistics
+ * VACUUM ANALYZE took before the backlog arrived (no pending rows then), and after an ANALYZE that saw it.
+ */
+export async function measureClaimAtScale(
+  pool: pg.Pool,
+  publishedRows: number,
+  pending: BacklogShape,
+): Promise<ClaimAtScale> {
+  await resetOutbox(pool);
+  await seedPublished(pool, publishedRows);
+  await pool.query("vacuum analyze outbox_events");
+  // 10k changes stay under autovacuum's analyze threshold (50 + 2% of 1M rows), so these statistics stay stale.
+  await seedBacklog(pool, pending, "order", false);
+  const stale = await timeClaims(pool, STALE_CLAIMS);
+  await pool.query("analyze outbox_events");
+  const fresh = await timeClaims(pool, FRESH_CLAIMS);
+  return { publishedRows, pendingRows: pending.events, fresh, stale };
+}
+
+async function timeClaims(pool: pg.Pool, claims: number): Promise<ClaimTimings> {
+  const names = outboxNames();
+  const limit = DEFAULT_RELAY_OPTIONS.batchSize;
+  const timings: number[] = [];
+  const client = await pool.connect();
+  try {
+    for (let i = 0; i < claims; i++) {
+      await client.query("begin");
+      await client.query("select set_config('statement_timeout', $1, true)", [
+        String(DEFAULT_RELAY_OPTIONS.statementTimeoutMs),
+      ]);
+      const started = performance.now();
+      const rows = await claimBatch(client, names, { limit, strictOrder: false });
+      timings.push(performance.now() - started);
+      await client.query("rollback");
+      if (rows.length !== limit) throw new Error(`claim returned ${rows.length} rows, expected ${limit}`);
+    }
+    return {
+      claims,
+      p50: percentile(timings, 50),
+      p99: percentile(timings, 99),
+      slowest: [...timings].sort((a, b) => b - a).slice(0, 5),
+      explain: await explainClaim(client, names, limit),
+    };
+  } finally {
+    await client.query("rollback").catch(() => {});
+    client.release();
+  }
+}
+
+/** Captures the claim's SQL by running claimBatch against a recorder, then EXPLAINs it (rolled back). */
+async function explainClaim(client: pg.PoolClient, names: OutboxNames, limit: number) {
+  let captured: { text: string; values: unknown[] } | undefined;
+  const recorder: Queryable = {
+    async query(text: string, values?: unknown[]) {
+      captured = { text, values: values ?? [] };
+      return { rows: [], rowCount: 0 };
+    },
+  };
+  await claimBatch(recorder, names, { limit, strictOrder: false });
+  if (captured === undefined) throw new Error("claimBatch ran no query");
+  await client.query("begin");
+  try {
+    const { rows } = await client.query<{ "QUERY PLAN": ExplainJson[] }>(
+      `explain (analyze, buffers, format json) ${captured.text}`,
+      captured.values,
+    );
+    const [root] = rows[0]?.["QUERY PLAN"] ?? [];
+    if (root === undefined) throw new Error("EXPLAIN returned no plan");
+    return {
+      executionMs: root["Execution Time"],
+      planningMs: root["Planning Time"],
+      sharedHit: root.Plan["Shared Hit Blocks"] ?? 0,
+      sharedRead: root.Plan["Shared Read Blocks"] ?? 0,
+      plan: planOutline(root.Plan),
+    };
+  } finally {
+    await client.query("rollback");
+  }
+}
+
+interface PlanNode {
+  "Node Type": string;
+  "Join Type"?: string;
+  "Index Name"?: string;
+  "Index Cond"?: string;
+  "Actual Rows"?: number;
+  "Actual Loops"?: number;
+  "Rows Removed by Join Filter"?: number;
+  "Shared Hit Blocks"?: number;
+  "Shared Read Blocks"?: number;
+  Plans?: PlanNode[];
+}
+interface ExplainJson {
+  Plan: PlanNode;
+  "Planning Time": number;
+  "Execution Time": number;
+}
+
+/** `Limit > LockRows > Nested Loop Anti [Index Scan using outbox_pending_seq (rows=100) ...]`, one line. */
+function planOutline(node: PlanNode): string {
+  const parts = [
+    node["Node Type"],
+    node["Join Type"],
+    node["Index Name"] ? `using ${node["Index Name"]}` : undefined,
+    node["Index Cond"] ? "(index cond)" : undefined,
+    `rows=${node["Actual Rows"]}×${node["Actual Loops"]}`,
+    node["Rows Removed by Join Filter"]
+      ? `join filter removed ${node["Rows Removed by Join Filter"]}`
+      : undefined,
+  ];
+  const label = parts.filter((part) => part !== undefined).join(" ");
+  const children = (node.Plans ?? []).map(planOutline);
+  if (children.length === 0) return label;
+  return `${label} > ${children.length === 1 ? children[0] : `[${children.join("; ")}]`}`;
+}

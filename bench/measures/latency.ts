@@ -1,0 +1,101 @@
+import pg from "pg";
+import { listenForOutboxInserts } from "../../functions/shared/notify.ts";
+import {
+  DEFAULT_RELAY_OPTIONS,
+  type RelayOptions,
+  roundReserveMs,
+  runRelay,
+} from "../../functions/shared/relay.ts";
+import { resetOutbox } from "../lib/benchDatabase.ts";
+import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
+import type { AcceptedSend, BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
+import { percentile } from "../lib/stats.ts";
+import { produceSteadily, type SteadyLoad } from "../lib/steadyProducer.ts";
+
+export interface LatencyRun {
+  events: number;
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+  /** The producer's COMMIT duration, ms (the NOTIFY trigger's cost shows here). */
+  commitP50: number;
+  commitP99: number;
+}
+
+const ALL_DELIVERED_TIMEOUT_MS = 30_000;
+
+/**
+ * (5) Commit-to-publish latency in dwell mode (the Lambda default) at a steady producer rate: from the
+ * producer's COMMIT returning to the endpoint accepting the message, per event. With `notify`, the migration's
+ * trigger is enabled and the relay LISTENs (listenForOutboxInserts), as RELAY_LISTEN=true does.
+ */
+export async function measureLatency(
+  databaseUrl: string,
+  producerPool: pg.Pool,
+  endpoint: BenchSqsEndpoint,
+  load: SteadyLoad,
+  latencyMs: number,
+  notify: boolean,
+): Promise<LatencyRun> {
+  await resetOutbox(producerPool);
+  await producerPool.query(
+    `alter table outbox_events ${notify ? "enable" : "disable"} trigger outbox_notify`,
+  );
+  await endpoint.setLatency(latencyMs);
+  // The relay's own small pool, as in the Lambda (2 sessions, plus the LISTEN one).
+  const relayPool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
+  relayPool.on("error", () => {});
+  const options: RelayOptions = { ...DEFAULT_RELAY_OPTIONS, mode: "dwell", queueUrl: "" };
+  const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
+  const stop = new AbortController();
+  try {
+    options.queueUrl = await createBenchQueue(sqs, notify ? "latency-notify" : "latency-poll");
+    await endpoint.takeDeliveries();
+    const wakeUp = notify ? await listenForOutboxInserts(relayPool) : undefined;
+    const deadline = Date.now() + load.durationMs + roundReserveMs(options) + ALL_DELIVERED_TIMEOUT_MS;
+    const relay = runRelay(
+      { pool: relayPool, sqs, deadline, signal: stop.signal, ...(wakeUp ? { wakeUp } : {}) },
+      options,
+    ).finally(() => wakeUp?.close());
+    const produced = await produceSteadily(producerPool, load);
+    const firstAccepted = await waitForAll(endpoint, produced.committedAt);
+    stop.abort();
+    await relay;
+    const latencies = [...produced.committedAt].map(([id, at]) => (firstAccepted.get(id) as number) - at);
+    return {
+      events: latencies.length,
+      p50: percentile(latencies, 50),
+      p95: percentile(latencies, 95),
+      p99: percentile(latencies, 99),
+      max: Math.max(...latencies),
+      commitP50: percentile(produced.commitMs, 50),
+      commitP99: percentile(produced.commitMs, 99),
+    };
+  } finally {
+    stop.abort();
+    sqs.destroy();
+    await relayPool.end();
+    await producerPool.query("alter table outbox_events disable trigger outbox_notify");
+  }
+}
+
+/** Collects the endpoint's accepted sends until every committed event arrived; bounded. */
+async function waitForAll(endpoint: BenchSqsEndpoint, committed: Map<string, number>) {
+  const first = new Map<string, number>();
+  const give = Date.now() + ALL_DELIVERED_TIMEOUT_MS;
+  const note = (sends: AcceptedSend[]) => {
+    for (const send of sends) if (!first.has(send.dedupId)) first.set(send.dedupId, send.at);
+  };
+  for (;;) {
+    note(await endpoint.takeDeliveries());
+    const missing = [...committed.keys()].filter((id) => !first.has(id)).length;
+    if (missing === 0) return first;
+    if (Date.now() > give) {
+      throw new Error(
+        `latency run: ${missing} committed events not published within ${ALL_DELIVERED_TIMEOUT_MS} ms`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

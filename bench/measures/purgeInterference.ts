@@ -1,0 +1,129 @@
+import pg from "pg";
+import { DEFAULT_PURGE_OPTIONS, type PurgeSummary, runPurge } from "../../functions/shared/purge.ts";
+import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay.ts";
+import { type BacklogShape, resetOutbox, seedBacklog, seedPublished } from "../lib/benchDatabase.ts";
+import type { CpuMeter } from "../lib/cpuMeter.ts";
+import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
+import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
+
+export interface PurgeInterferenceRun {
+  relayAlone: number;
+  relayDuringPurge: number;
+  ratio: number;
+  purge: {
+    deletedRows: number;
+    durationMs: number;
+    rowsPerSecond: number;
+    stoppedBy: PurgeSummary["stoppedBy"];
+  };
+  /** Share of the relay's drain during which the purge was running. */
+  overlap: number;
+  /** Cores Postgres kept busy during each drain (CPU time / wall time): the purge's share shows here. */
+  postgresCores: { alone: number; duringPurge: number };
+}
+
+interface Drain {
+  eventsPerSecond: number;
+  overlap: number;
+  postgresCores: number;
+}
+
+/**
+ * (7) Relay throughput while the purge (runPurge, default options but a 1-day retention) deletes
+ * `publishedRows` two-day-old published rows, against the same relay on the same table with the purge idle.
+ * Each pair starts from a freshly seeded table (the purge empties it). Zero-latency endpoint and default relay
+ * options: the most database-bound relay, so the most sensitive to a busy table. Throughput during the purge
+ * counts only rounds that ended while the purge was still running.
+ */
+export async function measurePurgeInterference(
+  databaseUrl: string,
+  pool: pg.Pool,
+  endpoint: BenchSqsEndpoint,
+  publishedRows: number,
+  backlog: BacklogShape,
+  meter: CpuMeter,
+): Promise<PurgeInterferenceRun> {
+  await resetOutbox(pool);
+  await seedPublished(pool, publishedRows, 2);
+  await pool.query("vacuum analyze outbox_events");
+  await endpoint.setLatency(0);
+
+  await seedBacklog(pool, backlog, "alone");
+  const alone = await relayDrain(databaseUrl, endpoint, backlog.events, meter, () => undefined);
+
+  await seedBacklog(pool, backlog, "purged");
+  // The purge Lambda's pool: one session of its own.
+  const purgePool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  purgePool.on("error", () => {});
+  let purgeEnded: number | undefined;
+  const purge = runPurge(
+    { pool: purgePool, deadline: Date.now() + 300_000 },
+    { ...DEFAULT_PURGE_OPTIONS, retentionHours: 24 },
+  ).then((summary) => {
+    purgeEnded = performance.now();
+    return summary;
+  });
+  const during = await relayDrain(databaseUrl, endpoint, backlog.events, meter, () => purgeEnded);
+  const summary = await purge;
+  await purgePool.end();
+  if (summary.deletedRows !== publishedRows) {
+    throw new Error(
+      `purge deleted ${summary.deletedRows} of ${publishedRows} rows (${summary.error ?? summary.stoppedBy})`,
+    );
+  }
+  return {
+    relayAlone: alone.eventsPerSecond,
+    relayDuringPurge: during.eventsPerSecond,
+    ratio: during.eventsPerSecond / alone.eventsPerSecond,
+    purge: {
+      deletedRows: summary.deletedRows,
+      durationMs: summary.durationMs,
+      rowsPerSecond: summary.deletedRows / (summary.durationMs / 1000),
+      stoppedBy: summary.stoppedBy,
+    },
+    overlap: during.overlap,
+    postgresCores: { alone: alone.postgresCores, duringPurge: during.postgresCores },
+  };
+}
+
+/**
+ * Drains the backlog with the relay; the rate counts rounds that finished before `windowEnd()` (if it has
+ * one by then), over the time up to the last such round.
+ */
+async function relayDrain(
+  databaseUrl: string,
+  endpoint: BenchSqsEndpoint,
+  events: number,
+  meter: CpuMeter,
+  windowEnd: () => number | undefined,
+): Promise<Drain> {
+  const relayPool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  relayPool.on("error", () => {});
+  const options: RelayOptions = { ...DEFAULT_RELAY_OPTIONS, mode: "drain", queueUrl: "" };
+  const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
+  try {
+    options.queueUrl = await createBenchQueue(sqs, "purge");
+    const rounds: { at: number; published: number }[] = [];
+    const onRound = (report: { published: number }) =>
+      rounds.push({ at: performance.now(), published: report.published });
+    const started = performance.now();
+    const { result: summary, cpu } = await meter.measure(() =>
+      runRelay({ pool: relayPool, sqs, deadline: Date.now() + 300_000, onRound }, options),
+    );
+    const ended = performance.now();
+    await endpoint.takeDeliveries();
+    if (summary.published !== events) throw new Error(`relay published ${summary.published} of ${events}`);
+    const end = Math.min(windowEnd() ?? ended, ended);
+    const inWindow = rounds.filter((round) => round.at <= end);
+    const last = inWindow.at(-1)?.at ?? ended;
+    const published = inWindow.reduce((sum, round) => sum + round.published, 0);
+    return {
+      eventsPerSecond: published / ((last - started) / 1000),
+      overlap: (end - started) / (ended - started),
+      postgresCores: cpu.postgres / cpu.wallMs,
+    };
+  } finally {
+    sqs.destroy();
+    await relayPool.end();
+  }
+}

@@ -1,0 +1,257 @@
+import type { CpuReading } from "./lib/cpuMeter.ts";
+import type { PhaseTotals } from "./lib/roundProfile.ts";
+import type { Repeated } from "./lib/stats.ts";
+import { markdownTable, formatNumber as n, verdict } from "./lib/table.ts";
+import type { ClaimAtScale } from "./measures/claimAtScale.ts";
+import type { LatencyRun } from "./measures/latency.ts";
+import type { PurgeInterferenceRun } from "./measures/purgeInterference.ts";
+import type { RelayBundle } from "./measures/relayBundle.ts";
+import type { RelayProfile } from "./measures/relayProfile.ts";
+import type { RelayTuning } from "./measures/relayThroughput.ts";
+
+export const TARGETS = {
+  relayToDbLimit: 0.6,
+  relayToBaseline: 10,
+  relayAt20msEventsPerSecond: 5_000,
+  dwellP99Ms: 1_000,
+  claimP99Ms: 10,
+  purgeRatio: 0.8,
+} as const;
+
+export interface TunedThroughput {
+  tuning: RelayTuning;
+  eventsPerSecond: Repeated;
+  /** Mean ms per round by phase, from the median run. */
+  msPerRound: PhaseTotals;
+  rounds: number;
+  /** CPU ms per 1,000 events by party, and the three's share of the machine, from the median run. */
+  cpuPer1k: CpuReading;
+  machineBusy: number;
+}
+
+export interface BenchResults {
+  startedAt: string;
+  durationSeconds: number;
+  machine: { cpus: number; cpuModel: string; node: string; postgres: string; postgresSource: string };
+  postgresSettings: Record<string, string>;
+  backlog: { events: number; aggregates: number };
+  dbLimit?: { batchSize: number; rowsPerSecond: Repeated }[];
+  relayZeroLatency?: TunedThroughput[];
+  relay20ms?: TunedThroughput[];
+  seedBaseline?: { events: number; eventsPerSecond: Repeated };
+  latency?: {
+    eventsPerSecond: number;
+    durationMs: number;
+    sqsLatencyMs: number;
+    polling: LatencyRun[];
+    notify: LatencyRun[];
+  };
+  claimAtScale?: ClaimAtScale;
+  purge?: { publishedRows: number; backlogEvents: number; runs: PurgeInterferenceRun[] };
+  relayProfile?: RelayProfile;
+  bundle?: RelayBundle;
+}
+
+const tuningLabel = (t: RelayTuning) =>
+  `batch ${t.batchSize}, concurrency ${t.concurrency}${(t.loops ?? 1) > 1 ? `, ${t.loops} loops (pipelining preview)` : ""}`;
+const pipelined = (t: RelayTuning) => (t.loops ?? 1) > 1;
+const isDefault = (t: RelayTuning) => t.batchSize === 100 && t.concurrency === 10 && !pipelined(t);
+const medianOf = (values: number[]) =>
+  [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)] ?? NaN;
+
+/** The fastest configuration the relay supports today (pipelining previews excluded). */
+function best(runs: TunedThroughput[] | undefined) {
+  return runs
+    ?.filter((run) => !pipelined(run.tuning))
+    .reduce((a, b) => (b.eventsPerSecond.median > a.eventsPerSecond.median ? b : a));
+}
+
+/** The summary table: every measurement, its target and whether this run met it. */
+export function summaryTable(r: BenchResults): string {
+  const rows: (string | number)[][] = [];
+  const dbAt = (batch: number) => r.dbLimit?.find((d) => d.batchSize === batch)?.rowsPerSecond.median;
+  const relayDefault = r.relayZeroLatency?.find((t) => isDefault(t.tuning));
+  const relayBest = best(r.relayZeroLatency);
+  for (const d of r.dbLimit ?? []) {
+    rows.push([
+      `1. DB limit: claim + mark, no publish (batch ${d.batchSize})`,
+      `${n(d.rowsPerSecond.median)} rows/s`,
+      spread(d.rowsPerSecond),
+      "–",
+      "",
+    ]);
+  }
+  for (const [label, t] of [
+    ["default", relayDefault],
+    ["best", relayBest],
+  ] as const) {
+    if (t === undefined) continue;
+    const db = dbAt(t.tuning.batchSize);
+    const ratio = db === undefined ? NaN : t.eventsPerSecond.median / db;
+    rows.push([
+      `2. relay → zero-latency SQS, ${label} (${tuningLabel(t.tuning)})`,
+      `${n(t.eventsPerSecond.median)} ev/s = ${n(ratio, 2)} × (1)`,
+      spread(t.eventsPerSecond),
+      `≥ ${TARGETS.relayToDbLimit} × (1)`,
+      verdict(ratio >= TARGETS.relayToDbLimit),
+    ]);
+  }
+  const best20 = best(r.relay20ms);
+  const default20 = r.relay20ms?.find((t) => isDefault(t.tuning));
+  for (const [label, t] of [
+    ["default", default20],
+    ["best", best20],
+  ] as const) {
+    if (t === undefined) continue;
+    rows.push([
+      `3. relay → SQS + 20 ms/request, ${label} (${tuningLabel(t.tuning)})`,
+      `${n(t.eventsPerSecond.median)} ev/s`,
+      spread(t.eventsPerSecond),
+      `≥ ${n(TARGETS.relayAt20msEventsPerSecond)} ev/s`,
+      verdict(t.eventsPerSecond.median >= TARGETS.relayAt20msEventsPerSecond),
+    ]);
+  }
+  if (r.seedBaseline) {
+    const base = r.seedBaseline.eventsPerSecond.median;
+    rows.push([
+      `4. seed-style baseline (Go article), zero-latency SQS`,
+      `${n(base)} ev/s`,
+      spread(r.seedBaseline.eventsPerSecond),
+      "–",
+      "",
+    ]);
+    for (const [label, t] of [
+      ["default", relayDefault],
+      ["best", relayBest],
+    ] as const) {
+      if (t === undefined) continue;
+      const ratio = t.eventsPerSecond.median / base;
+      rows.push([
+        `4. relay ${label} ÷ baseline`,
+        `${n(ratio, 1)} ×`,
+        "",
+        `≥ ${TARGETS.relayToBaseline} ×`,
+        verdict(ratio >= TARGETS.relayToBaseline),
+      ]);
+    }
+  }
+  if (r.latency) {
+    const l = r.latency;
+    for (const [label, runs] of [
+      ["polling (no NOTIFY)", l.polling],
+      ["LISTEN/NOTIFY", l.notify],
+    ] as const) {
+      const p99 = medianOf(runs.map((run) => run.p99));
+      rows.push([
+        `5. commit→publish latency, dwell, ${label}, ${l.eventsPerSecond} ev/s, SQS +${l.sqsLatencyMs} ms`,
+        `p50 ${n(medianOf(runs.map((run) => run.p50)))} / p95 ${n(medianOf(runs.map((run) => run.p95)))} / p99 ${n(p99)} ms`,
+        `p99 runs: ${runs.map((run) => n(run.p99)).join(", ")} ms; producer COMMIT p99 ${n(medianOf(runs.map((run) => run.commitP99)), 2)} ms`,
+        label.startsWith("polling") ? `p99 ≤ ${n(TARGETS.dwellP99Ms)} ms` : "–",
+        label.startsWith("polling") ? verdict(p99 <= TARGETS.dwellP99Ms) : "",
+      ]);
+    }
+  }
+  if (r.claimAtScale) {
+    const c = r.claimAtScale;
+    for (const [label, t] of [
+      ["statistics from before the backlog (no row pending at ANALYZE)", c.stale],
+      ["statistics that saw the backlog", c.fresh],
+    ] as const) {
+      rows.push([
+        `6. claim (batch 100), ${n(c.publishedRows)} published + ${n(c.pendingRows)} pending rows, ${label}`,
+        `p50 ${n(t.p50, 2)} / p99 ${n(t.p99, 2)} ms`,
+        `${t.claims} claims; EXPLAIN ${n(t.explain.executionMs, 2)} ms, ${n(t.explain.sharedHit)} buffers hit: ${t.explain.plan}`,
+        `p99 ≤ ${TARGETS.claimP99Ms} ms`,
+        verdict(t.p99 <= TARGETS.claimP99Ms),
+      ]);
+    }
+  }
+  if (r.purge) {
+    const p = r.purge;
+    const ratio = medianOf(p.runs.map((run) => run.ratio));
+    rows.push([
+      `7. relay while purge deletes ${n(p.publishedRows)} published rows`,
+      `${n(ratio, 2)} × relay alone`,
+      `ratios ${p.runs.map((run) => n(run.ratio, 2)).join(", ")}; purge ${n(medianOf(p.runs.map((run) => run.purge.rowsPerSecond)))} rows/s; Postgres busy ${n(medianOf(p.runs.map((run) => run.postgresCores.alone)), 2)} cores alone, ${n(medianOf(p.runs.map((run) => run.postgresCores.duringPurge)), 2)} during the purge`,
+      `≥ ${TARGETS.purgeRatio} ×`,
+      verdict(ratio >= TARGETS.purgeRatio),
+    ]);
+  }
+  if (r.bundle) {
+    const b = r.bundle;
+    rows.push([
+      "relay Lambda bundle (esbuild, ESM, minified, SDK bundled)",
+      `${n(b.bytes / 1024)} KiB (${n(b.gzipBytes / 1024)} KiB gzip)`,
+      `source map ${n(b.sourceMapBytes / 1024)} KiB`,
+      "–",
+      "",
+    ]);
+    rows.push([
+      "relay cold start: import of the bundle in a fresh node",
+      `${n(b.importMs)} ms`,
+      `process start → handler ready ${n(b.processToReadyMs)} ms (median of ${b.samples})`,
+      "–",
+      "",
+    ]);
+  }
+  return markdownTable(["measurement", "result (median)", "spread / detail", "target", ""], rows);
+}
+
+/** Where a round's time goes, per tuning: the profile behind the throughput numbers. */
+export function phaseTable(r: BenchResults): string {
+  const rows: (string | number)[][] = [];
+  for (const [latency, runs] of [
+    ["0 ms", r.relayZeroLatency],
+    ["20 ms", r.relay20ms],
+  ] as const) {
+    for (const t of runs ?? []) {
+      const p = t.msPerRound;
+      const total = p.claim + p.publish + p.record + p.tx;
+      const c = t.cpuPer1k;
+      rows.push([
+        latency,
+        tuningLabel(t.tuning),
+        `${n(t.eventsPerSecond.median)} ev/s`,
+        `${n(p.claim, 2)} / ${n(p.publish, 2)} / ${n(p.record, 2)} / ${n(p.tx, 2)}`,
+        `${n((100 * p.publish) / total)} %`,
+        `${n(c.relay)} / ${n(c.endpoint)} / ${n(c.postgres)}`,
+        `${n(100 * t.machineBusy)} %`,
+      ]);
+    }
+  }
+  return markdownTable(
+    [
+      "SQS latency",
+      "relay options",
+      "throughput",
+      "ms per round: claim / publish / record / tx",
+      "publish share",
+      "CPU ms per 1k events: relay / SQS endpoint / Postgres",
+      "2 cores busy",
+    ],
+    rows,
+  );
+}
+
+function spread(r: Repeated): string {
+  return `${r.runs.length} runs: ${n(r.min)}–${n(r.max)}`;
+}
+
+/** The relay thread's CPU by package, per event (from one profiled run). */
+export function profileTable(p: RelayProfile): string {
+  const rows = p.shares.map((share) => [share.where, n(share.usPerEvent, 1), `${n(100 * share.share)} %`]);
+  rows.push(["**all busy time**", n(p.busyUsPerEvent, 1), "100 %"]);
+  return `${tuningLabel(p.tuning)}, ${n(p.eventsPerSecond)} ev/s under the profiler\n\n${markdownTable(["where", "µs per event", "share of busy time"], rows)}`;
+}
+
+/** Everything `npm run bench` prints: the summary against the targets, then the profiles behind it. */
+export function markdownReport(r: BenchResults): string {
+  const m = r.machine;
+  const sections = [
+    `## Bench ${r.startedAt} (${m.cpus} × ${m.cpuModel}, Node ${m.node}, Postgres ${m.postgres} ${m.postgresSource}, ${r.durationSeconds} s)`,
+    summaryTable(r),
+  ];
+  if (r.relayZeroLatency || r.relay20ms) sections.push("### Where a relay round's time goes", phaseTable(r));
+  if (r.relayProfile) sections.push("### Where the relay thread's CPU goes", profileTable(r.relayProfile));
+  return sections.join("\n\n");
+}
