@@ -39,6 +39,7 @@ export interface BenchResults {
   relayZeroLatency?: TunedThroughput[];
   relay20ms?: TunedThroughput[];
   seedBaseline?: { events: number; eventsPerSecond: Repeated };
+  seedBaseline20ms?: { events: number; eventsPerSecond: Repeated };
   latency?: {
     eventsPerSecond: number;
     durationMs: number;
@@ -135,6 +136,24 @@ export function summaryTable(r: BenchResults): string {
       ]);
     }
   }
+  if (r.seedBaseline20ms) {
+    const base = r.seedBaseline20ms.eventsPerSecond.median;
+    rows.push([
+      `4. seed-style baseline, SQS + ${20} ms/request (${r.seedBaseline20ms.events} events)`,
+      `${n(base)} ev/s`,
+      spread(r.seedBaseline20ms.eventsPerSecond),
+      "–",
+      "",
+    ]);
+    for (const [label, t] of [
+      ["default", default20],
+      ["best", best20],
+    ] as const) {
+      if (t === undefined) continue;
+      const ratio = t.eventsPerSecond.median / base;
+      rows.push([`4. relay ${label} ÷ baseline, both at 20 ms`, `${n(ratio, 1)} ×`, "", "–", ""]);
+    }
+  }
   if (r.latency) {
     const l = r.latency;
     for (const [label, runs] of [
@@ -175,6 +194,14 @@ export function summaryTable(r: BenchResults): string {
       `ratios ${p.runs.map((run) => n(run.ratio, 2)).join(", ")}; purge ${n(medianOf(p.runs.map((run) => run.purge.rowsPerSecond)))} rows/s; Postgres busy ${n(medianOf(p.runs.map((run) => run.postgresCores.alone)), 2)} cores alone, ${n(medianOf(p.runs.map((run) => run.postgresCores.duringPurge)), 2)} during the purge`,
       `≥ ${TARGETS.purgeRatio} ×`,
       verdict(ratio >= TARGETS.purgeRatio),
+    ]);
+    const pacedRatio = medianOf(p.runs.map((run) => run.paced.ratio));
+    rows.push([
+      "7. same, purge paused as long as each batch took (engine change preview)",
+      `${n(pacedRatio, 2)} × relay alone`,
+      `ratios ${p.runs.map((run) => n(run.paced.ratio, 2)).join(", ")}; purge ${n(medianOf(p.runs.map((run) => run.paced.rowsPerSecond)))} rows/s; Postgres busy ${n(medianOf(p.runs.map((run) => run.postgresCores.duringPacedPurge)), 2)} cores`,
+      `≥ ${TARGETS.purgeRatio} ×`,
+      verdict(pacedRatio >= TARGETS.purgeRatio),
     ]);
   }
   if (r.bundle) {
@@ -240,6 +267,12 @@ function spread(r: Repeated): string {
 /** The relay thread's CPU by package, per event (from one profiled run). */
 export function profileTable(p: RelayProfile): string {
   const rows = p.shares.map((share) => [share.where, n(share.usPerEvent, 1), `${n(100 * share.share)} %`]);
+  const listed = p.shares.reduce((sum, share) => sum + share.usPerEvent, 0);
+  rows.push([
+    "everything else",
+    n(p.busyUsPerEvent - listed, 1),
+    `${n((100 * (p.busyUsPerEvent - listed)) / p.busyUsPerEvent)} %`,
+  ]);
   rows.push(["**all busy time**", n(p.busyUsPerEvent, 1), "100 %"]);
   return `${tuningLabel(p.tuning)}, ${n(p.eventsPerSecond)} ev/s under the profiler\n\n${markdownTable(["where", "µs per event", "share of busy time"], rows)}`;
 }

@@ -73,7 +73,11 @@ async function postmasterPid(pool: pg.Pool): Promise<number | undefined> {
   }
 }
 
-/** utime + stime of `root` and its direct children (the postmaster's backends and workers). */
+/**
+ * CPU of the postmaster and everything it started: utime + stime of the live processes, plus the postmaster's
+ * cutime + cstime, where the CPU of children that already exited (a pooled session closed, an autovacuum
+ * worker done) ends up once they are reaped. Without it the total would drop when a backend exits.
+ */
 async function processTreeCpuMs(root: number): Promise<number> {
   let ticks = 0;
   for (const entry of await readdir("/proc")) {
@@ -85,6 +89,7 @@ async function processTreeCpuMs(root: number): Promise<number> {
     const pid = Number(entry);
     if (pid !== root && Number(fields[1]) !== root) continue;
     ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
+    if (pid === root) ticks += Number(fields[13]) + Number(fields[14]); // cutime, cstime (16 and 17)
   }
   return (ticks * 1000) / TICKS_PER_SECOND;
 }

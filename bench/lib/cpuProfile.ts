@@ -37,7 +37,8 @@ export async function profileThread<T>(
     profile.samples?.forEach((id, index) => {
       const node = nodes.get(id);
       const where = node === undefined ? "(unknown)" : locate(node);
-      if (where === "(idle)" || where === "(program)") return;
+      // Waiting, V8's own bookkeeping, and the profiler's session itself are not the relay's work.
+      if (where === "(idle)" || where === "(program)" || where === "node:inspector") return;
       byWhere.set(where, (byWhere.get(where) ?? 0) + (profile.timeDeltas?.[index] ?? 0));
     });
     const busyUs = [...byWhere.values()].reduce((sum, us) => sum + us, 0);

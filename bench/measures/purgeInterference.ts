@@ -3,6 +3,7 @@ import { DEFAULT_PURGE_OPTIONS, type PurgeSummary, runPurge } from "../../functi
 import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay.ts";
 import { type BacklogShape, resetOutbox, seedBacklog, seedPublished } from "../lib/benchDatabase.ts";
 import type { CpuMeter } from "../lib/cpuMeter.ts";
+import { pacedPurge } from "../lib/pacedPurge.ts";
 import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
@@ -19,7 +20,9 @@ export interface PurgeInterferenceRun {
   /** Share of the relay's drain during which the purge was running. */
   overlap: number;
   /** Cores Postgres kept busy during each drain (CPU time / wall time): the purge's share shows here. */
-  postgresCores: { alone: number; duringPurge: number };
+  postgresCores: { alone: number; duringPurge: number; duringPacedPurge: number };
+  /** The same against a purge that pauses as long as each batch took (lib/pacedPurge.ts): an engine preview. */
+  paced: { relayDuringPurge: number; ratio: number; rowsPerSecond: number };
 }
 
 interface Drain {
@@ -28,10 +31,13 @@ interface Drain {
   postgresCores: number;
 }
 
+/** The seeded rows are two days old; a one-day retention makes all of them due. */
+const RETENTION_HOURS = 24;
+
 /**
  * (7) Relay throughput while the purge (runPurge, default options but a 1-day retention) deletes
  * `publishedRows` two-day-old published rows, against the same relay on the same table with the purge idle.
- * Each pair starts from a freshly seeded table (the purge empties it). Zero-latency endpoint and default relay
+ * Each purge starts from a freshly seeded table (it empties it); the paced preview gets its own 1M rows. Zero-latency endpoint and default relay
  * options: the most database-bound relay, so the most sensitive to a busy table. Throughput during the purge
  * counts only rounds that ended while the purge was still running.
  */
@@ -58,19 +64,30 @@ export async function measurePurgeInterference(
   let purgeEnded: number | undefined;
   const purge = runPurge(
     { pool: purgePool, deadline: Date.now() + 300_000 },
-    { ...DEFAULT_PURGE_OPTIONS, retentionHours: 24 },
+    { ...DEFAULT_PURGE_OPTIONS, retentionHours: RETENTION_HOURS },
   ).then((summary) => {
     purgeEnded = performance.now();
     return summary;
   });
   const during = await relayDrain(databaseUrl, endpoint, backlog.events, meter, () => purgeEnded);
   const summary = await purge;
-  await purgePool.end();
   if (summary.deletedRows !== publishedRows) {
     throw new Error(
       `purge deleted ${summary.deletedRows} of ${publishedRows} rows (${summary.error ?? summary.stoppedBy})`,
     );
   }
+
+  await seedPublished(pool, publishedRows, 2);
+  await pool.query("vacuum analyze outbox_events");
+  await seedBacklog(pool, backlog, "paced");
+  let pacedEnded: number | undefined;
+  const paced = pacedPurge(purgePool, RETENTION_HOURS).then((result) => {
+    pacedEnded = performance.now();
+    return result;
+  });
+  const duringPaced = await relayDrain(databaseUrl, endpoint, backlog.events, meter, () => pacedEnded);
+  const pacedSummary = await paced;
+  await purgePool.end();
   return {
     relayAlone: alone.eventsPerSecond,
     relayDuringPurge: during.eventsPerSecond,
@@ -82,7 +99,16 @@ export async function measurePurgeInterference(
       stoppedBy: summary.stoppedBy,
     },
     overlap: during.overlap,
-    postgresCores: { alone: alone.postgresCores, duringPurge: during.postgresCores },
+    postgresCores: {
+      alone: alone.postgresCores,
+      duringPurge: during.postgresCores,
+      duringPacedPurge: duringPaced.postgresCores,
+    },
+    paced: {
+      relayDuringPurge: duringPaced.eventsPerSecond,
+      ratio: duringPaced.eventsPerSecond / alone.eventsPerSecond,
+      rowsPerSecond: pacedSummary.deletedRows / (pacedSummary.durationMs / 1000),
+    },
   };
 }
 

@@ -13,7 +13,10 @@ export interface RelayProfile {
   shares: ProfileShare[];
 }
 
-/** One relay run at zero latency under the CPU profiler: where the relay's own thread spends its time. */
+/**
+ * One relay run at zero latency under the CPU profiler: where the relay's own thread spends its time. An
+ * unprofiled run first, so the profile shows optimized code rather than the JIT warming up.
+ */
 export async function profileRelay(
   pool: pg.Pool,
   endpoint: BenchSqsEndpoint,
@@ -21,6 +24,7 @@ export async function profileRelay(
   tuning: RelayTuning,
   meter: CpuMeter,
 ): Promise<RelayProfile> {
+  await measureRelay(pool, endpoint, shape, tuning, 0, meter);
   const { result, busyUsPerEvent, shares } = await profileThread(
     () => measureRelay(pool, endpoint, shape, tuning, 0, meter),
     () => shape.events,
