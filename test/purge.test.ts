@@ -188,6 +188,27 @@ describe("runPurge", () => {
     for (const statements of withDelete) expect(statements).toEqual(["begin", "select", "delete", "commit"]);
   });
 
+  it("pauses after each full batch for pausePercent of the time it took, and not at all with 0", async () => {
+    await insertPublished(5_000, 200);
+    const paced: number[] = [];
+    const flatOut: number[] = [];
+
+    const first = await runPurge(
+      { pool: db.pool, deadline: longDeadline(), sleep: async (ms) => void paced.push(ms) },
+      options({ batchSize: 2_000, pausePercent: 100, retentionHours: 1 }),
+    );
+    await insertPublished(5_000, 200);
+    await runPurge(
+      { pool: db.pool, deadline: longDeadline(), sleep: async (ms) => void flatOut.push(ms) },
+      options({ batchSize: 2_000, pausePercent: 0, retentionHours: 1 }),
+    );
+
+    expect(first.batches).toBe(3);
+    expect(paced).toHaveLength(2); // after the two full batches; the last, partial one means nothing is left
+    expect(Math.min(...paced)).toBeGreaterThanOrEqual(1);
+    expect(flatOut).toEqual([]);
+  });
+
   it("starts a batch only while a whole statement timeout fits before the deadline", async () => {
     await insertPublished(1_000, 200);
     // A test clock that moves only when a batch runs: every DELETE "takes" one second.
@@ -403,6 +424,7 @@ describe("purgeConfigFromEnv", () => {
         deadLetterRetentionHours: null,
         batchSize: 5_000,
         statementTimeoutMs: 10_000,
+        pausePercent: 100,
       },
       budgetMarginMs: 5_000,
     });
@@ -418,6 +440,7 @@ describe("purgeConfigFromEnv", () => {
       PURGE_BATCH_SIZE: "50000",
       PURGE_BUDGET_MARGIN_MS: "0",
       PURGE_STATEMENT_TIMEOUT_MS: "2500",
+      PURGE_PAUSE_PERCENT: "0",
     });
 
     expect(config).toEqual({
@@ -429,6 +452,7 @@ describe("purgeConfigFromEnv", () => {
         deadLetterRetentionHours: 720,
         batchSize: 50_000,
         statementTimeoutMs: 2_500,
+        pausePercent: 0,
       },
       budgetMarginMs: 0,
     });

@@ -13,6 +13,8 @@ export interface PurgeOptions extends OutboxLocation {
   batchSize: number;
   /** statement_timeout of each statement; also the budget a batch must have left to start. */
   statementTimeoutMs: number;
+  /** After each full batch, pause this percentage of the time the batch took (0 = flat out). */
+  pausePercent: number;
 }
 
 export const DEFAULT_PURGE_OPTIONS = {
@@ -23,6 +25,10 @@ export const DEFAULT_PURGE_OPTIONS = {
   // holds its locks for long, big enough that a million rows are 200 statements.
   batchSize: 5_000,
   statementTimeoutMs: 10_000,
+  // A purge flat out keeps one database core busy (~330k rows/s), taken from the relay on a small instance:
+  // relay throughput fell to 0.66x during a 1M-row purge on 2 cores. Pausing as long as each batch took halves
+  // the purge's CPU and still deletes ~190k rows/s (bench (7), docs/benchmarks.md).
+  pausePercent: 100,
 } as const satisfies Omit<PurgeOptions, keyof OutboxLocation>;
 
 export interface PurgeLogger {
@@ -39,6 +45,8 @@ export interface PurgeDeps {
   /** Stop between batches (SIGTERM, Ctrl-C); the statement in progress finishes. */
   signal?: AbortSignal;
   now?: () => number;
+  /** The pause between batches (tests replace it to observe the pacing). */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
 export interface PurgeSummary {
@@ -68,6 +76,7 @@ export function validatePurgeOptions(options: PurgeOptions): PurgeOptions {
   }
   check("batchSize", options.batchSize, 1, 50_000);
   check("statementTimeoutMs", options.statementTimeoutMs, 100, 900_000);
+  check("pausePercent", options.pausePercent, 0, 1_000);
   outboxNames(options);
   return options;
 }
@@ -106,12 +115,15 @@ export async function runPurge(deps: PurgeDeps, options: PurgeOptions): Promise<
           summary.stoppedBy = stop;
           return finish(summary, started, now);
         }
+        const batchStarted = performance.now();
         const deleted = await inShortTransaction(deps.pool, options, (client) =>
           phase.purge(client, names, { before, limit: options.batchSize }),
         );
         summary.batches++;
         summary[phase.count] += deleted;
         if (deleted < options.batchSize) break;
+        const pauseMs = ((performance.now() - batchStarted) * options.pausePercent) / 100;
+        if (pauseMs >= 1) await (deps.sleep ?? sleep)(pauseMs, deps.signal);
       }
     }
   } catch (error) {
@@ -136,6 +148,18 @@ function stopReason(deps: PurgeDeps, options: PurgeOptions, now: () => number) {
   if (deps.signal?.aborted) return "signal" as const;
   if (deps.deadline - now() < options.statementTimeoutMs) return "deadline" as const;
   return undefined;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
 }
 
 function finish(summary: PurgeSummary, started: number, now: () => number): PurgeSummary {

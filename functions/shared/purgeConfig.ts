@@ -33,6 +33,7 @@ export function purgeConfigFromEnv(env: Env): PurgeConfig {
         : integer(env, "PURGE_DEAD_LETTER_RETENTION_HOURS", 0, 1, MAX_RETENTION_HOURS),
     batchSize: integer(env, "PURGE_BATCH_SIZE", d.batchSize, 1, 50_000),
     statementTimeoutMs: integer(env, "PURGE_STATEMENT_TIMEOUT_MS", d.statementTimeoutMs, 100, 900_000),
+    pausePercent: integer(env, "PURGE_PAUSE_PERCENT", d.pausePercent, 0, 1_000),
   };
   validatePurgeOptions(purge);
   return {
