@@ -1,3 +1,5 @@
+import http from "node:http";
+import https from "node:https";
 import { Logger } from "@aws-lambda-powertools/logger";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
@@ -15,10 +17,19 @@ const config = relayConfigFromEnv(process.env);
 const logger = new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? "outbox-relay" });
 const metrics = createMetrics(process.env, "outbox-relay");
 // The SDK reads AWS_ENDPOINT_URL / region / credentials from the environment as usual. Its own retries are
-// kept short: the relay's backoff, not the SDK's, decides when a failed row is tried again.
+// kept short: the relay's backoff, not the SDK's, decides when a failed row is tried again. The agent gets a
+// socket per concurrent request (the SDK's default of 50 would silently queue RELAY_CONCURRENCY above it), and
+// the per-body MD5 check is off: TLS already guarantees integrity, and it cost ~5-8 us of the relay's ~55 us
+// of CPU per event (bench, docs/benchmarks.md).
 const sqs = new SQSClient({
   maxAttempts: 3,
-  requestHandler: { connectionTimeout: 3_000, requestTimeout: config.relay.publishTimeoutMs },
+  md5: false,
+  requestHandler: {
+    connectionTimeout: 3_000,
+    requestTimeout: config.relay.publishTimeoutMs,
+    httpsAgent: new https.Agent({ keepAlive: true, maxSockets: config.relay.concurrency }),
+    httpAgent: new http.Agent({ keepAlive: true, maxSockets: config.relay.concurrency }),
+  },
 });
 const pool = await createDatabasePool(config.database, {
   max: 2,
