@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
-import { withDatabase } from "./globalSetup.ts";
+import { withDatabase } from "./templateDatabase.ts";
 
 export interface TestDatabase {
   url: string;

@@ -1,8 +1,7 @@
-import pg from "pg";
 import type { TestProject } from "vitest/node";
-import { migrate } from "../../functions/shared/migrate.ts";
 import { startAwsEndpoint } from "../../local/awsEndpoint.ts";
 import { startPostgres } from "../../local/postgres.ts";
+import { createMigratedTemplate } from "./templateDatabase.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -27,15 +26,7 @@ export default async function setup(project: TestProject) {
   ]);
   console.log(`[harness] postgres: ${postgres.source}, sqs/eventbridge: ${aws.source} (${aws.url})`);
 
-  const admin = new pg.Client({ connectionString: postgres.url });
-  await admin.connect();
-  await admin.query(`drop database if exists ${TEMPLATE}`);
-  await admin.query(`create database ${TEMPLATE}`);
-  await admin.end();
-
-  const pool = new pg.Pool({ connectionString: withDatabase(postgres.url, TEMPLATE), max: 2 });
-  await migrate(pool);
-  await pool.end();
+  await createMigratedTemplate(postgres.url, TEMPLATE);
 
   project.provide("pgUrl", postgres.url);
   project.provide("pgSource", postgres.source);
@@ -46,10 +37,4 @@ export default async function setup(project: TestProject) {
   return async () => {
     await Promise.allSettled([postgres.stop(), aws.stop()]);
   };
-}
-
-export function withDatabase(url: string, database: string): string {
-  const parsed = new URL(url);
-  parsed.pathname = `/${database}`;
-  return parsed.toString();
 }

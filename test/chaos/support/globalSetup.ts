@@ -1,8 +1,6 @@
-import pg from "pg";
 import type { TestProject } from "vitest/node";
-import { migrate } from "../../../functions/shared/migrate.ts";
 import { startPostgres } from "../../../local/postgres.ts";
-import { withDatabase } from "../../support/globalSetup.ts";
+import { createMigratedTemplate } from "../../support/templateDatabase.ts";
 
 const TEMPLATE = "outbox_chaos_template";
 
@@ -13,14 +11,7 @@ const TEMPLATE = "outbox_chaos_template";
  */
 export default async function setup(project: TestProject) {
   const postgres = await startPostgres(process.env.TEST_DATABASE_URL);
-  const admin = new pg.Client({ connectionString: postgres.url });
-  await admin.connect();
-  await admin.query(`drop database if exists ${TEMPLATE}`);
-  await admin.query(`create database ${TEMPLATE}`);
-  await admin.end();
-  const pool = new pg.Pool({ connectionString: withDatabase(postgres.url, TEMPLATE), max: 2 });
-  await migrate(pool);
-  await pool.end();
+  await createMigratedTemplate(postgres.url, TEMPLATE);
   project.provide("pgUrl", postgres.url);
   project.provide("pgSource", postgres.source);
   project.provide("templateDatabase", TEMPLATE);
