@@ -70,15 +70,7 @@ export async function redriveDeadLetters(
   names: OutboxNames,
   selector: RedriveSelector,
 ): Promise<RedrivenEvent[]> {
-  if (!hasSelector(selector)) {
-    throw new ValidationError(
-      "selector",
-      "name the dead letters to redrive (ids, event type, aggregate) or all",
-    );
-  }
-  const badId = selector.ids?.find((id) => !UUID.test(id));
-  if (badId !== undefined)
-    throw new ValidationError("id", `${JSON.stringify(badId)} is not an outbox id (a UUID)`);
+  checkRedriveSelector(selector);
 
   const ids = selector.ids !== undefined && selector.ids.length > 0 ? [...selector.ids] : null;
   const { rows } = await db.query<RedrivenEvent>(
