@@ -1,5 +1,6 @@
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { SessionPool } from "../functions/shared/db.ts";
 import { enqueue, type OutboxEvent } from "../functions/shared/enqueue.ts";
 import { runRelay } from "../functions/shared/relay.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
@@ -228,5 +229,49 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     expect(ledger.lost).toEqual([]);
     expect(ledger.orderViolations).toEqual([]);
     expect(await rowStates()).toEqual({ published: 2_000, pending: 0, dead: 0 });
+  });
+
+  it("keeps every event and per-aggregate order with parallel rounds overlapping their publishes", async () => {
+    const queue = await newQueue("parallel-rounds");
+    const events = Array.from({ length: 1_500 }, (_, i) =>
+      anEvent({ aggregateId: `par-${i % 40}`, payload: { i } }),
+    );
+    const written = await writeEvents(events);
+    let random = 7;
+    const nextRandom = () => {
+      random = (random * 1_103_515_245 + 12_345) % 2 ** 31;
+      return random / 2 ** 31;
+    };
+    fake.setFaults({
+      latencyMs: () => Math.floor(nextRandom() * 15),
+      failEntry: () => (nextRandom() < 0.1 ? { code: "InternalError", senderFault: false } : false),
+    });
+    const options = testRelayOptions(queue.url, { batchSize: 20, maxAttempts: 100, parallelRounds: 3 });
+    // Counts sessions checked out at once: each round holds one from claim to commit.
+    let inUse = 0;
+    let mostInUse = 0;
+    const countingPool: SessionPool = {
+      async connect() {
+        const client = await db.pool.connect();
+        mostInUse = Math.max(mostInUse, ++inUse);
+        const release = client.release.bind(client);
+        return Object.assign(client, {
+          release: (destroy?: boolean | Error) => {
+            inUse--;
+            release(destroy);
+          },
+        });
+      },
+    };
+
+    await runRelay({ pool: countingPool, sqs, deadline: Date.now() + 30_000 }, options);
+    await drainUntilEmpty(db.pool, sqs, options);
+
+    const ledger = checkLedger(written, fake.deliveries(queueName(queue.url)));
+    expect(mostInUse).toBe(3);
+    expect(fake.stats.failedEntries).toBeGreaterThan(20);
+    expect(ledger.lost).toEqual([]);
+    expect(ledger.orderViolations).toEqual([]);
+    expect(await rowStates()).toEqual({ published: 1_500, pending: 0, dead: 0 });
   });
 });

@@ -22,10 +22,12 @@ describe("LISTEN/NOTIFY wake-up (opt-in)", () => {
     await db.pool.query("alter table outbox_events enable trigger outbox_notify");
     const queueUrl = await createFifoQueue(sqs, "notify");
     const idlePollMs = 5_000;
+    // Two loops waiting at once: the notification must reach whichever is waiting (each registers a waiter).
     const options = testRelayOptions(queueUrl, {
       mode: "dwell",
       idlePollMinMs: idlePollMs,
       idlePollMaxMs: idlePollMs,
+      parallelRounds: 2,
     });
     const wakeUp = await listenForOutboxInserts(db.pool);
     const controller = new AbortController();

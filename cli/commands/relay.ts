@@ -156,7 +156,7 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
   });
   const database = await openOutboxDatabase(
     { source: config.database, location: { schema: config.relay.schema, table: config.relay.table } },
-    { maxConnections: 2 + (config.listen ? 1 : 0) },
+    { maxConnections: config.relay.parallelRounds + 1 + (config.listen ? 1 : 0) },
   ).catch((error: unknown) => {
     sqs.destroy();
     throw error;

@@ -32,7 +32,8 @@ const sqs = new SQSClient({
   },
 });
 const pool = await createDatabasePool(config.database, {
-  max: 2,
+  // A session per parallel round, plus the LISTEN session.
+  max: config.relay.parallelRounds + (config.listen ? 1 : 0),
   applicationName: "outbox-relay",
   onError: (error) =>
     logger.warn("idle database connection failed; it will be replaced", { error: error.message }),

@@ -25,15 +25,19 @@ export async function listenForOutboxInserts(
   const { table } = outboxNames(location);
   const client = (await pool.connect()) as ListeningClient;
   let pending = false;
-  let wake: (() => void) | undefined;
   let broken = false;
+  // Every waiting loop (one per parallel round) is woken by a notification.
+  const waiters = new Set<() => void>();
+  const wakeAll = () => {
+    for (const wake of [...waiters]) wake();
+  };
   client.on("notification", () => {
-    pending = true;
-    wake?.();
+    pending = waiters.size === 0; // remembered only if nobody was waiting to take it
+    wakeAll();
   });
   client.on("error", () => {
     broken = true;
-    wake?.();
+    wakeAll();
   });
   await client.query(`listen ${quoteIdent(table)}`);
 
@@ -47,13 +51,12 @@ export async function listenForOutboxInserts(
         const done = () => {
           clearTimeout(timer);
           signal?.removeEventListener("abort", done);
-          wake = undefined;
-          pending = false;
+          waiters.delete(done);
           resolve();
         };
         const timer = setTimeout(done, ms);
         signal?.addEventListener("abort", done, { once: true });
-        if (!broken) wake = done;
+        if (!broken) waiters.add(done);
       });
     },
     async close() {

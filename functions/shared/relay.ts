@@ -31,6 +31,11 @@ export interface RelayOptions extends OutboxLocation {
   /** Dwell mode's idle polling: starts at min after a busy round, doubles while idle, up to max. */
   idlePollMinMs: number;
   idlePollMaxMs: number;
+  /**
+   * Rounds in flight at once, each a loop of its own on its own session, so one round's claim and record
+   * overlap another's publish. Safe by the claim's rule: an aggregate's head is claimed by one round only.
+   */
+  parallelRounds: number;
 }
 
 export const DEFAULT_RELAY_OPTIONS = {
@@ -46,6 +51,9 @@ export const DEFAULT_RELAY_OPTIONS = {
   statementTimeoutMs: 5_000,
   idlePollMinMs: 10,
   idlePollMaxMs: 250,
+  // Publishing is 63-87% of a round (bench): a second loop nearly doubled throughput against a 20 ms SQS
+  // (3,047 -> 5,921 events/s) for one more database session.
+  parallelRounds: 2,
 } as const satisfies Omit<RelayOptions, "queueUrl">;
 
 /** The subset of Powertools Logger (or console-like loggers) the engine uses: a message and structured fields. */
@@ -115,6 +123,7 @@ export function validateRelayOptions(options: RelayOptions): RelayOptions {
   check("statementTimeoutMs", 100, 900_000);
   check("idlePollMinMs", 1, 60_000);
   check("idlePollMaxMs", options.idlePollMinMs, 60_000);
+  check("parallelRounds", 1, 16);
   if (!/^https?:\/\/.+/.test(options.queueUrl)) {
     throw new ConfigError(
       `queueUrl must be an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>.fifo), got ${JSON.stringify(options.queueUrl)}`,
@@ -130,10 +139,10 @@ export function roundReserveMs(options: RelayOptions): number {
 }
 
 /**
- * The relay loop: claim -> publish -> record, one transaction per round, until the budget ends (dwell), nothing
- * is claimable (drain) or a stop is requested. A round starts only if it can finish before the deadline, so a
- * Lambda timeout never catches a round holding locks; and if the process dies anyway, the transaction rolls back
- * and the rows are claimed again (and deduplicated by SQS on their outbox id).
+ * The relay: claim -> publish -> record, one transaction per round, until the budget ends (dwell), nothing is
+ * claimable (drain) or a stop is requested, with `parallelRounds` loops at once. A round starts only if it can
+ * finish before the deadline, so a Lambda timeout never catches a round holding locks; and if the process dies
+ * anyway, the transaction rolls back and the rows are claimed again (and deduplicated by SQS on their outbox id).
  */
 export async function runRelay(deps: RelayDeps, options: RelayOptions): Promise<RelaySummary> {
   validateRelayOptions(options);
@@ -149,17 +158,33 @@ export async function runRelay(deps: RelayDeps, options: RelayOptions): Promise<
     durationMs: 0,
     stoppedBy: "drained",
   };
+  const reasons = await Promise.all(
+    Array.from({ length: options.parallelRounds }, () => relayLoop(deps, options, summary, now)),
+  );
+  // The most telling reason wins: a loop that gave up on errors, then a stop request, then the deadline.
+  summary.stoppedBy = STOP_PRIORITY.find((reason) => reasons.includes(reason)) ?? "drained";
+  summary.durationMs = now() - started;
+  return summary;
+}
+
+const STOP_PRIORITY = ["errors", "signal", "deadline", "drained"] as const;
+
+/** One loop of rounds; adds its rounds to the shared summary and says why it stopped. */
+async function relayLoop(
+  deps: RelayDeps,
+  options: RelayOptions,
+  summary: RelaySummary,
+  now: () => number,
+): Promise<RelaySummary["stoppedBy"]> {
   let idleMs = options.idlePollMinMs;
   let consecutiveErrors = 0;
 
   for (;;) {
     if (deps.signal?.aborted) {
-      summary.stoppedBy = "signal";
-      break;
+      return "signal";
     }
     if (deps.deadline - now() < roundReserveMs(options)) {
-      summary.stoppedBy = "deadline";
-      break;
+      return "deadline";
     }
     let report: RoundReport;
     try {
@@ -174,8 +199,7 @@ export async function runRelay(deps: RelayDeps, options: RelayOptions): Promise<
         consecutiveErrors,
       });
       if (options.mode === "drain" && consecutiveErrors >= DRAIN_MAX_CONSECUTIVE_ERRORS) {
-        summary.stoppedBy = "errors";
-        break;
+        return "errors";
       }
       idleMs = Math.min(options.idlePollMaxMs * 4, Math.max(idleMs * 2, options.idlePollMinMs));
       await pause(deps, Math.min(idleMs, Math.max(0, deps.deadline - now())), false);
@@ -198,7 +222,7 @@ export async function runRelay(deps: RelayDeps, options: RelayOptions): Promise<
       idleMs = options.idlePollMinMs;
       continue; // more is waiting: go again at once
     }
-    if (options.mode === "drain" && report.claimed === 0) break;
+    if (options.mode === "drain" && report.claimed === 0) return "drained";
     // Busy but not full: poll again soon. Idle or everything failed: back off, up to the cap.
     idleMs = report.published > 0 ? options.idlePollMinMs : Math.min(options.idlePollMaxMs, idleMs * 2);
     if (options.mode === "drain" && report.published === 0) {
@@ -207,8 +231,6 @@ export async function runRelay(deps: RelayDeps, options: RelayOptions): Promise<
     }
     await pause(deps, Math.min(idleMs, Math.max(0, deps.deadline - now() - roundReserveMs(options))), true);
   }
-  summary.durationMs = now() - started;
-  return summary;
 }
 
 async function pause(deps: RelayDeps, ms: number, wakeable: boolean) {

@@ -38,6 +38,7 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
     statementTimeoutMs: integer(env, "RELAY_STATEMENT_TIMEOUT_MS", d.statementTimeoutMs, 100, 900_000),
     idlePollMinMs: integer(env, "RELAY_IDLE_POLL_MIN_MS", d.idlePollMinMs, 1, 60_000),
     idlePollMaxMs: integer(env, "RELAY_IDLE_POLL_MAX_MS", d.idlePollMaxMs, 1, 60_000),
+    parallelRounds: integer(env, "RELAY_PARALLEL_ROUNDS", d.parallelRounds, 1, 16),
   };
   validateRelayOptions(relay);
   return {

@@ -12,6 +12,8 @@ export function testRelayOptions(queueUrl: string, overrides: Partial<RelayOptio
     backoffMaxMs: 5,
     publishTimeoutMs: 5_000,
     statementTimeoutMs: 2_000,
+    // One loop, so tests can count rounds exactly; parallel rounds have tests of their own.
+    parallelRounds: 1,
     ...overrides,
   };
 }
