@@ -122,12 +122,30 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
         entry.MessageDeduplicationId === bad1?.id ? { code: "InternalError", senderFault: false } : false,
     });
 
-    const summary = await drain(
-      db.pool,
-      sqs,
+    const logged: { level: string; message: string; fields: Record<string, unknown> }[] = [];
+    const record = (level: string) => (message: string, fields: Record<string, unknown>) =>
+      void logged.push({ level, message, fields });
+    const logger = { info: record("info"), warn: record("warn"), error: record("error") };
+
+    const summary = await runRelay(
+      { pool: db.pool, sqs, deadline: Date.now() + 30_000, logger },
       testRelayOptions(queue.url, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
     );
 
+    // The failure line carries what an operator needs to find the event.
+    expect(logged).toEqual([
+      {
+        level: "warn",
+        message: "event publish failed; will retry after backoff",
+        fields: expect.objectContaining({
+          eventId: bad1?.id,
+          eventType: "order.created",
+          aggregateId: "rejected-agg",
+          attempt: 1,
+          error: expect.stringMatching(/InternalError/),
+        }),
+      },
+    ]);
     const { rows } = await db.pool.query(
       "select id, processed_at is not null as published, attempts, dead_lettered_at is not null as dead from outbox_events",
     );
