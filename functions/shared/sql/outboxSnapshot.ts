@@ -47,13 +47,12 @@ export function outboxSnapshotStatements(names: OutboxNames) {
        from ${names.qualified} as o
        where o.processed_at is null
          and (o.dead_lettered_at is not null or (o.attempts > 0 and o.available_at > now()))
-         and not exists (
-           select 1
-           from ${names.qualified} as earlier
-           where earlier.aggregate_type = o.aggregate_type
-             and earlier.aggregate_id = o.aggregate_id
-             and earlier.seq < o.seq
-             and earlier.processed_at is null
+         and o.seq = (
+           select min(head.seq)
+           from ${names.qualified} as head
+           where head.aggregate_type = o.aggregate_type
+             and head.aggregate_id = o.aggregate_id
+             and head.processed_at is null
          )`,
   };
 }
