@@ -1,6 +1,7 @@
 import { type SessionClient, type SessionPool, withTransaction } from "./db.ts";
 import { ConfigError, errorMessage } from "./errors.ts";
 import { type OutboxLocation, type OutboxNames, outboxNames } from "./identifiers.ts";
+import { sleep } from "./sleep.ts";
 import { type OutboxSnapshot, outboxSnapshot } from "./sql/outboxSnapshot.ts";
 import { purgeCutoffs, purgeDeadLetters, purgePublished } from "./sql/purgePublished.ts";
 
@@ -148,18 +149,6 @@ function stopReason(deps: PurgeDeps, options: PurgeOptions, now: () => number) {
   if (deps.signal?.aborted) return "signal" as const;
   if (deps.deadline - now() < options.statementTimeoutMs) return "deadline" as const;
   return undefined;
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener("abort", done, { once: true });
-  });
 }
 
 function finish(summary: PurgeSummary, started: number, now: () => number): PurgeSummary {

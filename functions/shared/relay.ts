@@ -4,6 +4,7 @@ import { type SessionPool, withTransaction } from "./db.ts";
 import { ConfigError, errorMessage } from "./errors.ts";
 import { type OutboxLocation, outboxNames } from "./identifiers.ts";
 import { type PublishResult, publishRows } from "./publisher.ts";
+import { sleep } from "./sleep.ts";
 import { type ClaimedRow, claimBatch } from "./sql/claimBatch.ts";
 import { type RowOutcome, recordOutcomes } from "./sql/recordOutcomes.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "./sqsMessage.ts";
@@ -236,15 +237,7 @@ async function relayLoop(
 async function pause(deps: RelayDeps, ms: number, wakeable: boolean) {
   if (ms <= 0) return;
   if (wakeable && deps.wakeUp) return deps.wakeUp.wait(ms, deps.signal);
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(done, ms);
-    deps.signal?.addEventListener("abort", done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      deps.signal?.removeEventListener("abort", done);
-      resolve();
-    }
-  });
+  await sleep(ms, deps.signal);
 }
 
 /** One round in one transaction: claim a batch, publish it, record every outcome, commit. */

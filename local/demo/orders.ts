@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { enqueue } from "../../functions/shared/enqueue.ts";
 import type { OutboxLocation } from "../../functions/shared/identifiers.ts";
+import { sleep } from "../../functions/shared/sleep.ts";
 
 /** The order lifecycle; each step after `created` is an `order.updated` event. */
 const STATUSES = ["created", "paid", "packed", "shipped", "delivered"] as const;
@@ -162,16 +163,4 @@ export async function runProducer(service: OrdersService, options: ProducerOptio
     }
   };
   await Promise.all(Array.from({ length: options.writers }, writer));
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-  });
 }
