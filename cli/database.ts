@@ -5,7 +5,12 @@ import {
   databaseSourceFromEnv,
 } from "../functions/shared/connection.ts";
 import type { SessionClient } from "../functions/shared/db.ts";
-import { type OutboxLocation, type OutboxNames, outboxNames } from "../functions/shared/identifiers.ts";
+import {
+  type OutboxLocation,
+  type OutboxNames,
+  outboxLocationFromEnv,
+  outboxNames,
+} from "../functions/shared/identifiers.ts";
 import { CliError, describeError, EXIT_FAILURE } from "./errors.ts";
 import type { Env } from "./options.ts";
 
@@ -26,9 +31,7 @@ export interface OutboxTarget {
 
 /** DATABASE_URL or DATABASE_SECRET_ARN (+ DATABASE_*), OUTBOX_SCHEMA, OUTBOX_TABLE: as the Lambdas read them. */
 export function outboxTargetFromEnv(env: Env): OutboxTarget {
-  const location: OutboxLocation = {};
-  if (env.OUTBOX_SCHEMA !== undefined && env.OUTBOX_SCHEMA !== "") location.schema = env.OUTBOX_SCHEMA;
-  if (env.OUTBOX_TABLE !== undefined && env.OUTBOX_TABLE !== "") location.table = env.OUTBOX_TABLE;
+  const location = outboxLocationFromEnv(env);
   outboxNames(location); // validate names before connecting
   return { source: databaseSourceFromEnv(env), location };
 }

@@ -3,8 +3,12 @@ import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import middy from "@middy/core";
 import type { CloudFormationCustomResourceEvent, Context } from "aws-lambda";
 import { createDatabasePool, type DatabaseSource, databaseSourceFromEnv } from "#shared/connection.ts";
-import { optionalString } from "#shared/env.ts";
-import { DEFAULT_SCHEMA, DEFAULT_TABLE, type OutboxLocation } from "#shared/identifiers.ts";
+import {
+  DEFAULT_SCHEMA,
+  DEFAULT_TABLE,
+  type OutboxLocation,
+  outboxLocationFromEnv,
+} from "#shared/identifiers.ts";
 import { migrate } from "#shared/migrate.ts";
 
 /**
@@ -15,12 +19,7 @@ import { migrate } from "#shared/migrate.ts";
 
 // Cold start: a missing or malformed variable fails here, naming it, and the deployment reports that message.
 const source: DatabaseSource = databaseSourceFromEnv(process.env);
-const schema = optionalString(process.env, "OUTBOX_SCHEMA");
-const table = optionalString(process.env, "OUTBOX_TABLE");
-const location: OutboxLocation = {
-  ...(schema === undefined ? {} : { schema }),
-  ...(table === undefined ? {} : { table }),
-};
+const location: OutboxLocation = outboxLocationFromEnv(process.env);
 const logger = new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? "outbox-migrate" });
 
 /** What the Provider framework expects back; `Data` becomes the custom resource's `Fn::GetAtt` attributes. */

@@ -1,3 +1,4 @@
+import { optionalString } from "./env.ts";
 import { ConfigError } from "./errors.ts";
 
 /**
@@ -38,6 +39,13 @@ export function validateIdentifier(field: string, value: string): string {
     );
   }
   return value;
+}
+
+/** OUTBOX_SCHEMA and OUTBOX_TABLE, as every entry point (Lambdas, CLI) reads them; unset keeps the default. */
+export function outboxLocationFromEnv(env: Record<string, string | undefined>): OutboxLocation {
+  const schema = optionalString(env, "OUTBOX_SCHEMA");
+  const table = optionalString(env, "OUTBOX_TABLE");
+  return { ...(schema === undefined ? {} : { schema }), ...(table === undefined ? {} : { table }) };
 }
 
 export function quoteIdent(name: string): string {

@@ -1,5 +1,6 @@
 import { type DatabaseSource, databaseSourceFromEnv } from "./connection.ts";
 import { integer, optionalString } from "./env.ts";
+import { outboxLocationFromEnv } from "./identifiers.ts";
 import {
   DEFAULT_PURGE_OPTIONS,
   MAX_RETENTION_HOURS,
@@ -19,13 +20,10 @@ export interface PurgeConfig {
 /** Reads and validates the purge's environment once, at cold start; every error names its variable. */
 export function purgeConfigFromEnv(env: Env): PurgeConfig {
   const d = DEFAULT_PURGE_OPTIONS;
-  const schema = optionalString(env, "OUTBOX_SCHEMA");
-  const table = optionalString(env, "OUTBOX_TABLE");
   // Unset (the default) keeps dead letters until an operator replays or deletes them.
   const deadLetterRetention = optionalString(env, "PURGE_DEAD_LETTER_RETENTION_HOURS");
   const purge: PurgeOptions = {
-    ...(schema === undefined ? {} : { schema }),
-    ...(table === undefined ? {} : { table }),
+    ...outboxLocationFromEnv(env),
     retentionHours: integer(env, "PURGE_RETENTION_HOURS", d.retentionHours, 1, MAX_RETENTION_HOURS),
     deadLetterRetentionHours:
       deadLetterRetention === undefined

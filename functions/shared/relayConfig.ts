@@ -1,5 +1,6 @@
 import { type DatabaseSource, databaseSourceFromEnv } from "./connection.ts";
 import { boolean, integer, oneOf, optionalString, requiredString } from "./env.ts";
+import { outboxLocationFromEnv } from "./identifiers.ts";
 import { DEFAULT_RELAY_OPTIONS, type RelayOptions, validateRelayOptions } from "./relay.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "./sqsMessage.ts";
 
@@ -20,12 +21,9 @@ export interface RelayConfig {
 export function relayConfigFromEnv(env: Env): RelayConfig {
   const d = DEFAULT_RELAY_OPTIONS;
   const maxDuration = optionalString(env, "RELAY_MAX_DURATION_MS");
-  const schema = optionalString(env, "OUTBOX_SCHEMA");
-  const table = optionalString(env, "OUTBOX_TABLE");
   const relay: RelayOptions = {
     queueUrl: requiredString(env, "OUTBOX_QUEUE_URL"),
-    ...(schema === undefined ? {} : { schema }),
-    ...(table === undefined ? {} : { table }),
+    ...outboxLocationFromEnv(env),
     batchSize: integer(env, "RELAY_BATCH_SIZE", d.batchSize, 1, 1000),
     concurrency: integer(env, "RELAY_CONCURRENCY", d.concurrency, 1, 100),
     maxAttempts: integer(env, "RELAY_MAX_ATTEMPTS", d.maxAttempts, 1, 1000),
