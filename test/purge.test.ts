@@ -1,4 +1,4 @@
-import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { SessionClient, SessionPool } from "../functions/shared/db.ts";
@@ -18,6 +18,7 @@ import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { drain, testRelayOptions } from "./support/relay.ts";
+import { createFifoQueue } from "./support/sqs.ts";
 
 const db = useTestDatabase();
 const names = outboxNames();
@@ -39,13 +40,6 @@ function options(overrides: Partial<PurgeOptions> = {}): PurgeOptions {
 
 function longDeadline() {
   return Date.now() + 60_000;
-}
-
-async function newQueue(name: string): Promise<string> {
-  const { QueueUrl } = await sqs.send(
-    new CreateQueueCommand({ QueueName: `${name}-${Date.now()}.fifo`, Attributes: { FifoQueue: "true" } }),
-  );
-  return QueueUrl as string;
 }
 
 // ---- rows, inserted in bulk with generate_series: 100k rows take about a second.
@@ -288,7 +282,7 @@ describe("runPurge", () => {
   it("an uncommitted purge statement does not hold up the relay", async () => {
     await insertPublished(2_000, 200);
     await insertPending(30, 10);
-    const queueUrl = await newQueue("purge-beside-relay");
+    const queueUrl = await createFifoQueue(sqs, "purge-beside-relay");
     const purging = await db.pool.connect();
     try {
       await purging.query("begin");
@@ -359,7 +353,7 @@ describe("a backlog of 100,000 published rows", () => {
        select 'order', 'live-' || (g % 100), 'order.created', jsonb_build_object('n', g)
        from generate_series(1, 2000) as g`,
     );
-    const queueUrl = await newQueue("purge-backlog");
+    const queueUrl = await createFifoQueue(sqs, "purge-backlog");
     let purging: Promise<PurgeSummary> | undefined;
     let purgeStartedAtRound = 0;
     const roundsEnded: number[] = [];

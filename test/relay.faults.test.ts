@@ -1,4 +1,4 @@
-import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { SessionPool } from "../functions/shared/db.ts";
 import { enqueue, type OutboxEvent } from "../functions/shared/enqueue.ts";
@@ -9,6 +9,7 @@ import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { checkLedger } from "./support/ledger.ts";
 import { drain, drainUntilEmpty, testRelayOptions } from "./support/relay.ts";
+import { createFifoQueue } from "./support/sqs.ts";
 
 const db = useTestDatabase();
 let fake: FakeSqs;
@@ -28,13 +29,6 @@ beforeEach(async () => {
   fake.up();
   await db.pool.query("delete from outbox_events");
 });
-
-async function newQueue(name: string) {
-  const { QueueUrl } = await sqs.send(
-    new CreateQueueCommand({ QueueName: `${name}-${Date.now()}.fifo`, Attributes: { FifoQueue: "true" } }),
-  );
-  return { url: QueueUrl as string };
-}
 
 function queueName(url: string) {
   return url.split("/").pop() as string;
@@ -57,7 +51,7 @@ async function rowStates() {
 
 describe("relay under SQS faults (in-process SQS endpoint)", () => {
   it("records attempts and backoff while SQS is down, loses nothing, and publishes everything after recovery", async () => {
-    const queue = await newQueue("outage");
+    const queue = await createFifoQueue(sqs, "outage");
     const written = await writeEvents(
       Array.from({ length: 30 }, (_, i) => anEvent({ aggregateId: `outage-${i % 5}` })),
     );
@@ -66,7 +60,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     const duringOutage = await drain(
       db.pool,
       sqs,
-      testRelayOptions(queue.url, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
+      testRelayOptions(queue, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
     );
 
     const { rows } = await db.pool.query(
@@ -81,16 +75,16 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
 
     fake.up();
     await db.pool.query("update outbox_events set available_at = now() where attempts > 0"); // fast-forward the backoff
-    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue.url));
+    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue));
 
-    const ledger = checkLedger(written, fake.deliveries(queueName(queue.url)));
+    const ledger = checkLedger(written, fake.deliveries(queueName(queue)));
     expect(ledger.lost).toEqual([]);
     expect(ledger.orderViolations).toEqual([]);
     expect(await rowStates()).toEqual({ published: 30, pending: 0, dead: 0 });
   });
 
   it("never dead-letters because of whole-request failures (throttling), however many", async () => {
-    const queue = await newQueue("throttle");
+    const queue = await createFifoQueue(sqs, "throttle");
     await writeEvents([anEvent({ aggregateId: "throttled-1" })]);
     fake.setFaults({ throttle: 1 });
 
@@ -99,7 +93,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       await drain(
         db.pool,
         sqs,
-        testRelayOptions(queue.url, { maxAttempts: 2, backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
+        testRelayOptions(queue, { maxAttempts: 2, backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
       );
     }
 
@@ -110,7 +104,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
   });
 
   it("fails only the rejected entry; its aggregate's later events wait while other aggregates flow", async () => {
-    const queue = await newQueue("one-entry");
+    const queue = await createFifoQueue(sqs, "one-entry");
     const [bad1, bad2, other1, other2] = await writeEvents([
       anEvent({ aggregateId: "rejected-agg", payload: { n: 1 } }),
       anEvent({ aggregateId: "rejected-agg", payload: { n: 2 } }),
@@ -129,7 +123,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
 
     const summary = await runRelay(
       { pool: db.pool, sqs, deadline: Date.now() + 30_000, logger },
-      testRelayOptions(queue.url, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
+      testRelayOptions(queue, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
     );
 
     // The failure line carries what an operator needs to find the event.
@@ -155,14 +149,14 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     expect(state.get(other1?.id)).toMatchObject({ published: true });
     expect(state.get(other2?.id)).toMatchObject({ published: true });
     expect(summary.failed).toBe(1);
-    expect(fake.deliveries(queueName(queue.url)).map((delivery) => delivery.dedupId)).toEqual([
+    expect(fake.deliveries(queueName(queue)).map((delivery) => delivery.dedupId)).toEqual([
       other1?.id,
       other2?.id,
     ]);
   });
 
   it("dead-letters at once an entry SQS rejects as invalid, and after max attempts one that keeps failing", async () => {
-    const queue = await newQueue("dead");
+    const queue = await createFifoQueue(sqs, "dead");
     const [invalid, flaky, healthy] = await writeEvents([anEvent(), anEvent(), anEvent()]);
     fake.setFaults({
       failEntry: (entry) => {
@@ -173,7 +167,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       },
     });
 
-    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue.url, { maxAttempts: 3 }));
+    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue, { maxAttempts: 3 }));
 
     const { rows } = await db.pool.query(
       "select id, attempts, dead_lettered_at is not null as dead, processed_at is not null as published from outbox_events",
@@ -185,7 +179,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
   });
 
   it("republishes with the same dedup ids when the relay dies between publish and record", async () => {
-    const queue = await newQueue("crash");
+    const queue = await createFifoQueue(sqs, "crash");
     const written = await writeEvents(
       Array.from({ length: 8 }, (_, i) => anEvent({ aggregateId: `crash-${i}` })),
     );
@@ -203,9 +197,9 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     });
 
     // The crashed round rolls back; the same drain's next round claims the rows again and republishes them.
-    const run = await drain(db.pool, sqs, testRelayOptions(queue.url));
+    const run = await drain(db.pool, sqs, testRelayOptions(queue));
 
-    const deliveries = fake.deliveries(queueName(queue.url));
+    const deliveries = fake.deliveries(queueName(queue));
     const ledger = checkLedger(written, deliveries);
     expect(killed).toBe(true);
     expect(run).toMatchObject({ failedRounds: 1, published: 8 });
@@ -216,7 +210,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
   });
 
   it("keeps every event and per-aggregate order with four relays at once and random publish failures", async () => {
-    const queue = await newQueue("four-relays");
+    const queue = await createFifoQueue(sqs, "four-relays");
     const events = Array.from({ length: 2_000 }, (_, i) =>
       anEvent({ aggregateId: `agg-${i % 50}`, payload: { i } }),
     );
@@ -230,7 +224,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       failEntry: () => (nextRandom() < 0.1 ? { code: "InternalError", senderFault: false } : false),
       throttle: (action) => action === "SendMessageBatch" && nextRandom() < 0.03,
     });
-    const options = testRelayOptions(queue.url, { batchSize: 25, maxAttempts: 100 });
+    const options = testRelayOptions(queue, { batchSize: 25, maxAttempts: 100 });
 
     await Promise.all(
       Array.from({ length: 4 }, async () => {
@@ -242,7 +236,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       }),
     );
 
-    const ledger = checkLedger(written, fake.deliveries(queueName(queue.url)));
+    const ledger = checkLedger(written, fake.deliveries(queueName(queue)));
     expect(fake.stats.failedEntries + fake.stats.throttled).toBeGreaterThan(50); // the faults really happened
     expect(ledger.lost).toEqual([]);
     expect(ledger.orderViolations).toEqual([]);
@@ -250,7 +244,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
   });
 
   it("keeps every event and per-aggregate order with parallel rounds overlapping their publishes", async () => {
-    const queue = await newQueue("parallel-rounds");
+    const queue = await createFifoQueue(sqs, "parallel-rounds");
     const events = Array.from({ length: 1_500 }, (_, i) =>
       anEvent({ aggregateId: `par-${i % 40}`, payload: { i } }),
     );
@@ -264,7 +258,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       latencyMs: () => Math.floor(nextRandom() * 15),
       failEntry: () => (nextRandom() < 0.1 ? { code: "InternalError", senderFault: false } : false),
     });
-    const options = testRelayOptions(queue.url, { batchSize: 20, maxAttempts: 100, parallelRounds: 3 });
+    const options = testRelayOptions(queue, { batchSize: 20, maxAttempts: 100, parallelRounds: 3 });
     // Counts sessions checked out at once: each round holds one from claim to commit.
     let inUse = 0;
     let mostInUse = 0;
@@ -285,7 +279,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     await runRelay({ pool: countingPool, sqs, deadline: Date.now() + 30_000 }, options);
     await drainUntilEmpty(db.pool, sqs, options);
 
-    const ledger = checkLedger(written, fake.deliveries(queueName(queue.url)));
+    const ledger = checkLedger(written, fake.deliveries(queueName(queue)));
     expect(mostInUse).toBe(3);
     expect(fake.stats.failedEntries).toBeGreaterThan(20);
     expect(ledger.lost).toEqual([]);
