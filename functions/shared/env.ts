@@ -32,6 +32,13 @@ export function integer(env: Env, name: string, fallback: number, min: number, m
   return parsed;
 }
 
+/** The same range rule for an option passed in code (not read from the environment). */
+export function checkIntegerOption(name: string, value: number | null, min: number, max: number): void {
+  if (value === null || !Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got ${value}`);
+  }
+}
+
 export function boolean(env: Env, name: string, fallback: boolean): boolean {
   const value = raw(env, name)?.toLowerCase();
   if (value === undefined) return fallback;

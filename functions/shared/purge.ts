@@ -1,5 +1,6 @@
 import { type SessionClient, type SessionPool, withTransaction } from "./db.ts";
-import { ConfigError, errorMessage } from "./errors.ts";
+import { checkIntegerOption } from "./env.ts";
+import { errorMessage } from "./errors.ts";
 import { type OutboxLocation, type OutboxNames, outboxNames } from "./identifiers.ts";
 import { sleep } from "./sleep.ts";
 import { type OutboxSnapshot, outboxSnapshot } from "./sql/outboxSnapshot.ts";
@@ -66,18 +67,13 @@ export interface PurgeSummary {
 export const MAX_RETENTION_HOURS = 87_600; // ten years
 
 export function validatePurgeOptions(options: PurgeOptions): PurgeOptions {
-  const check = (name: string, value: number | null, min: number, max: number) => {
-    if (value === null || !Number.isInteger(value) || value < min || value > max) {
-      throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got ${value}`);
-    }
-  };
-  check("retentionHours", options.retentionHours, 1, MAX_RETENTION_HOURS);
+  checkIntegerOption("retentionHours", options.retentionHours, 1, MAX_RETENTION_HOURS);
   if (options.deadLetterRetentionHours !== null) {
-    check("deadLetterRetentionHours", options.deadLetterRetentionHours, 1, MAX_RETENTION_HOURS);
+    checkIntegerOption("deadLetterRetentionHours", options.deadLetterRetentionHours, 1, MAX_RETENTION_HOURS);
   }
-  check("batchSize", options.batchSize, 1, 50_000);
-  check("statementTimeoutMs", options.statementTimeoutMs, 100, 900_000);
-  check("pausePercent", options.pausePercent, 0, 1_000);
+  checkIntegerOption("batchSize", options.batchSize, 1, 50_000);
+  checkIntegerOption("statementTimeoutMs", options.statementTimeoutMs, 100, 900_000);
+  checkIntegerOption("pausePercent", options.pausePercent, 0, 1_000);
   outboxNames(options);
   return options;
 }

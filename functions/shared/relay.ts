@@ -1,6 +1,7 @@
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { backoffDelayMs } from "./backoff.ts";
 import { type SessionPool, withTransaction } from "./db.ts";
+import { checkIntegerOption } from "./env.ts";
 import { ConfigError, errorMessage } from "./errors.ts";
 import { type OutboxLocation, outboxNames } from "./identifiers.ts";
 import { type PublishResult, publishRows } from "./publisher.ts";
@@ -108,12 +109,8 @@ const MAX_ERROR_LENGTH = 1_000;
 const DRAIN_MAX_CONSECUTIVE_ERRORS = 3;
 
 export function validateRelayOptions(options: RelayOptions): RelayOptions {
-  const check = (name: keyof RelayOptions, min: number, max: number) => {
-    const value = options[name] as number;
-    if (!Number.isInteger(value) || value < min || value > max) {
-      throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got ${value}`);
-    }
-  };
+  const check = (name: keyof RelayOptions, min: number, max: number) =>
+    checkIntegerOption(name, options[name] as number, min, max);
   check("batchSize", 1, 1000);
   check("concurrency", 1, 100);
   check("maxAttempts", 1, 1000);
