@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
 import { expectSurvived, useChaosEnvironment, within } from "./support/chaosSuite.ts";
-import { runChaosScenario } from "./support/scenario.ts";
+import { CHAOS_ROWS_IN_FLIGHT_PER_RELAY, runChaosScenario } from "./support/scenario.ts";
 
 const env = useChaosEnvironment();
 const KILLS_AT = [0.2, 0.45, 0.7];
@@ -40,7 +40,8 @@ it("relay SIGKILLed mid-batch and restarted, three times: nothing lost, order ke
   expectSurvived(report);
   expect(report.relays.killed).toBe(KILLS_AT.length);
   expect(report.relays.started).toBe(KILLS_AT.length + 1);
-  // Each killed round's accepted messages were claimed again and re-sent with the same deduplication ids.
+  // Each killed round's accepted messages were claimed again and re-sent with the same deduplication ids. A kill
+  // can catch every parallel round of the relay with its batch accepted but not recorded, hence the bound.
   expect(report.ledger.duplicates).toBeGreaterThan(0);
-  expect(report.ledger.duplicates).toBeLessThanOrEqual(KILLS_AT.length * 100);
+  expect(report.ledger.duplicates).toBeLessThanOrEqual(KILLS_AT.length * CHAOS_ROWS_IN_FLIGHT_PER_RELAY);
 });

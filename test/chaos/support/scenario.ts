@@ -56,10 +56,20 @@ export interface ChaosReport {
   faults: FaultWindow[];
 }
 
+const CHAOS_BATCH_SIZE = 100;
+const CHAOS_PARALLEL_ROUNDS = 2;
+
+/**
+ * Rows one relay process can have sent but not recorded at any instant: every parallel round's whole batch.
+ * A relay killed then re-sends at most this many (deduplicated by SQS on their outbox ids).
+ */
+export const CHAOS_ROWS_IN_FLIGHT_PER_RELAY = CHAOS_BATCH_SIZE * CHAOS_PARALLEL_ROUNDS;
+
 /** Relay settings for chaos: retries fast (20-500 ms backoff) and never dead-letters a transient failure. */
 const CHAOS_RELAY_ENV = {
   RELAY_MODE: "dwell",
-  RELAY_BATCH_SIZE: "100",
+  RELAY_BATCH_SIZE: String(CHAOS_BATCH_SIZE),
+  RELAY_PARALLEL_ROUNDS: String(CHAOS_PARALLEL_ROUNDS),
   RELAY_CONCURRENCY: "10",
   RELAY_MAX_ATTEMPTS: "1000",
   RELAY_BACKOFF_BASE_MS: "20",
