@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { dockerAvailable } from "./docker.ts";
+import type { StartedLocalStackContainer } from "@testcontainers/localstack";
+import { chooseFromEnvironment, containerFailed, containerImages } from "./docker.ts";
 import { freePort } from "./freePort.ts";
 
 export interface LocalAwsEndpoint {
@@ -17,24 +18,31 @@ export const LOCAL_AWS = {
 
 /**
  * Finds an SQS/EventBridge endpoint: `envUrl` if given; else LocalStack through testcontainers when Docker
- * answers; else a moto server started here on a free port (python3 with moto[server]).
+ * answers; else a moto server started here on a free port (python3 with moto[server]). local/docker.ts has the
+ * choice, `OUTBOX_LOCAL_BACKEND` and the pinned image; a LocalStack that fails to start is an error, not moto.
  */
 export async function startAwsEndpoint(envUrl?: string): Promise<LocalAwsEndpoint> {
   if (envUrl !== undefined && envUrl !== "") {
     return { url: envUrl, source: "env", stop: async () => {} };
   }
-  if (await dockerAvailable()) {
-    const { LocalstackContainer } = await import("@testcontainers/localstack");
-    const container = await new LocalstackContainer("localstack/localstack:4")
-      .withEnvironment({ SERVICES: "sqs,events" })
-      .start();
-    return {
-      url: container.getConnectionUri(),
-      source: "localstack",
-      stop: async () => void (await container.stop()),
-    };
-  }
+  if ((await chooseFromEnvironment()) === "docker") return startLocalStack();
   return startMoto();
+}
+
+async function startLocalStack(): Promise<LocalAwsEndpoint> {
+  const image = containerImages().localstack;
+  const { LocalstackContainer } = await import("@testcontainers/localstack");
+  let container: StartedLocalStackContainer;
+  try {
+    container = await new LocalstackContainer(image).withEnvironment({ SERVICES: "sqs,events" }).start();
+  } catch (error) {
+    throw containerFailed("LocalStack", image, error);
+  }
+  return {
+    url: container.getConnectionUri(),
+    source: "localstack",
+    stop: async () => void (await container.stop()),
+  };
 }
 
 async function startMoto(): Promise<LocalAwsEndpoint> {

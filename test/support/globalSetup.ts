@@ -17,7 +17,8 @@ const TEMPLATE = "outbox_test_template";
 
 /**
  * Starts one Postgres and one SQS endpoint for the whole run (see local/postgres.ts and local/awsEndpoint.ts
- * for how they are found) and migrates a template database once; each test file clones it (test/support/db.ts).
+ * for how they are found: TEST_DATABASE_URL / TEST_AWS_ENDPOINT_URL, else OUTBOX_LOCAL_BACKEND and whether a
+ * Docker engine answers) and migrates a template database once; each test file clones it (test/support/db.ts).
  */
 export default async function setup(project: TestProject) {
   const [postgres, aws] = await Promise.all([
