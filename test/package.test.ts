@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
@@ -23,5 +23,93 @@ describe("the package's entry point", () => {
     const types = pkg.exports["."].types as string;
     expect(existsSync(new URL(`../${types}`, import.meta.url))).toBe(true);
     expect(readFileSync(new URL(`../${types}`, import.meta.url), "utf8")).toMatch(/enqueue/);
+  });
+});
+
+/**
+ * What `npm publish` would upload (`npm pack --dry-run`; `--ignore-scripts` because `npm test` built dist/ already
+ * and a prepack rebuild would delete it under the other test files). Asserted by rule, not by list, so a new
+ * file under dist/ needs no change here: every file is under an allowed place, every entry point the manifest
+ * names is in it, and nothing a user should not get (tests, bench, local tooling, CI, sources) is.
+ */
+describe("the published package", () => {
+  const packed = JSON.parse(
+    execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
+      cwd: new URL("..", import.meta.url),
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    }),
+  ) as { files: { path: string }[] }[];
+  const files = (packed[0]?.files ?? []).map((file) => file.path);
+
+  const ROOT_FILES = ["package.json", "README.md", "LICENSE", "NOTICE", "CHANGELOG.md"];
+  const ALLOWED_DIRECTORIES = ["dist/", "migrations/"];
+
+  it("holds only the build, the migrations and the root documents", () => {
+    const stray = files.filter(
+      (path) => !ROOT_FILES.includes(path) && !ALLOWED_DIRECTORIES.some((dir) => path.startsWith(dir)),
+    );
+    expect(stray).toEqual([]);
+    expect(files).toEqual(expect.arrayContaining(ROOT_FILES));
+  });
+
+  it("holds every file the manifest points at: main, types, exports, bin", () => {
+    const targets = [
+      pkg.main,
+      pkg.types,
+      ...Object.values(pkg.exports as Record<string, string | Record<string, string>>).flatMap((target) =>
+        typeof target === "string" ? [target] : Object.values(target),
+      ),
+      ...Object.values(pkg.bin as Record<string, string>),
+    ].map((target: string) => target.replace(/^\.\//, ""));
+    expect(targets.length).toBeGreaterThan(4);
+    for (const target of targets) expect(files, target).toContain(target);
+  });
+
+  it("holds every migration, and no tests, bench, local tooling, TypeScript sources or CI files", () => {
+    const migrations = readdirSync(new URL("../migrations/", import.meta.url)).filter((name) =>
+      name.endsWith(".sql"),
+    );
+    expect(migrations.length).toBeGreaterThan(0);
+    for (const name of migrations) expect(files).toContain(`migrations/${name}`);
+    const forbidden = files.filter(
+      (path) =>
+        /(^|\/)(test|bench|local|\.github|\.ci|node_modules)\//.test(path) ||
+        /\.test\.|\.chaos\./.test(path) ||
+        (path.endsWith(".ts") && !path.endsWith(".d.ts")),
+    );
+    expect(forbidden).toEqual([]);
+  });
+});
+
+describe("the project's open-source files", () => {
+  const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), "utf8");
+
+  it("license: the Apache-2.0 text that package.json declares", () => {
+    expect(pkg.license).toBe("Apache-2.0");
+    const license = read("LICENSE");
+    expect(license).toMatch(/^\s+Apache License\s+Version 2\.0, January 2004/);
+    expect(license).toContain("END OF TERMS AND CONDITIONS");
+    expect(read("NOTICE")).toContain("Apache License, Version 2.0");
+  });
+
+  it("README links to the contributing guide, the security policy and the license, and every local link resolves", () => {
+    const readme = read("README.md");
+    const links = [...readme.matchAll(/\]\(([^)#\s]+)(#[^)]*)?\)/g)]
+      .map((match) => match[1] ?? "")
+      .filter((target) => !/^[a-z]+:/.test(target));
+    expect(links).toEqual(
+      expect.arrayContaining(["CONTRIBUTING.md", "SECURITY.md", "LICENSE", "CHANGELOG.md"]),
+    );
+    const missing = links.filter((target) => !existsSync(new URL(`../${target}`, import.meta.url)));
+    expect(missing).toEqual([]);
+  });
+
+  it("changelog: an Unreleased section to add to, and an entry for the version in package.json", () => {
+    const changelog = read("CHANGELOG.md");
+    expect(changelog).toMatch(/^## \[Unreleased\]$/m);
+    expect(changelog).toMatch(
+      new RegExp(`^## \\[${pkg.version.replaceAll(".", "\\.")}\\] - \\d{4}-\\d{2}-\\d{2}$`, "m"),
+    );
   });
 });
