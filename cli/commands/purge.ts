@@ -1,4 +1,5 @@
 import { Command } from "commander";
+import { queryTimeoutFor } from "../../functions/shared/connection.ts";
 import { type PurgeSummary, runPurge } from "../../functions/shared/purge.ts";
 import { purgeConfigFromEnv } from "../../functions/shared/purgeConfig.ts";
 import { openOutboxDatabase } from "../database.ts";
@@ -48,10 +49,10 @@ export function purgeCommand(): Command {
           PURGE_BATCH_SIZE: flags.batchSize?.toString(),
         }),
       );
-      const database = await openOutboxDatabase({
-        source: config.database,
-        location: { schema: config.purge.schema, table: config.purge.table },
-      });
+      const database = await openOutboxDatabase(
+        { source: config.database, location: { schema: config.purge.schema, table: config.purge.table } },
+        { queryTimeoutMs: queryTimeoutFor(config.purge.statementTimeoutMs) },
+      );
       const controller = new AbortController();
       const stop = () => controller.abort();
       process.once("SIGTERM", stop);

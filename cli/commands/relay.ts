@@ -1,5 +1,6 @@
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { Command, Option } from "commander";
+import { queryTimeoutFor } from "../../functions/shared/connection.ts";
 import { errorMessage } from "../../functions/shared/errors.ts";
 import { listenForOutboxInserts } from "../../functions/shared/notify.ts";
 import { type RelaySummary, roundReserveMs, runRelay } from "../../functions/shared/relay.ts";
@@ -156,7 +157,10 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
   });
   const database = await openOutboxDatabase(
     { source: config.database, location: { schema: config.relay.schema, table: config.relay.table } },
-    { maxConnections: config.relay.parallelRounds + 1 + (config.listen ? 1 : 0) },
+    {
+      maxConnections: config.relay.parallelRounds + 1 + (config.listen ? 1 : 0),
+      queryTimeoutMs: queryTimeoutFor(config.relay.statementTimeoutMs),
+    },
   ).catch((error: unknown) => {
     sqs.destroy();
     throw error;

@@ -3,7 +3,7 @@ import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
-import { createDatabasePool } from "#shared/connection.ts";
+import { createDatabasePool, queryTimeoutFor } from "#shared/connection.ts";
 import { createMetrics, recordOutboxSnapshot, recordPurgeSummary } from "#shared/metrics.ts";
 import { type PurgeSummary, readOutboxSnapshot, runPurge } from "#shared/purge.ts";
 import { purgeConfigFromEnv } from "#shared/purgeConfig.ts";
@@ -15,6 +15,7 @@ const metrics = createMetrics(process.env, "outbox-purge");
 const pool = await createDatabasePool(config.database, {
   max: 1,
   applicationName: "outbox-purge",
+  queryTimeoutMs: queryTimeoutFor(config.purge.statementTimeoutMs),
   onError: (error) =>
     logger.warn("idle database connection failed; it will be replaced", { error: error.message }),
 });

@@ -6,7 +6,7 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
-import { createDatabasePool } from "#shared/connection.ts";
+import { createDatabasePool, queryTimeoutFor } from "#shared/connection.ts";
 import { createMetrics, RelayMetrics } from "#shared/metrics.ts";
 import { listenForOutboxInserts } from "#shared/notify.ts";
 import { type RelaySummary, runRelay } from "#shared/relay.ts";
@@ -35,6 +35,8 @@ const pool = await createDatabasePool(config.database, {
   // A session per parallel round, plus the LISTEN session.
   max: config.relay.parallelRounds + (config.listen ? 1 : 0),
   applicationName: "outbox-relay",
+  // Claim, record, COMMIT and ROLLBACK each fail within this even if the network path died silently.
+  queryTimeoutMs: queryTimeoutFor(config.relay.statementTimeoutMs),
   onError: (error) =>
     logger.warn("idle database connection failed; it will be replaced", { error: error.message }),
 });

@@ -6,11 +6,13 @@ import { integer, oneOf, optionalString } from "./env.ts";
 import { ConfigError } from "./errors.ts";
 
 /**
- * Where the database credentials come from: a URL (local runs, tests, CLI; TLS as its own `sslmode` says), or
- * a Secrets Manager secret in the RDS format (deployed Lambdas; TLS verified against Amazon's RDS CAs).
+ * Where the database credentials come from: a URL (local runs, tests, CLI), or a Secrets Manager secret in the
+ * RDS format (deployed Lambdas). Both verify TLS against the Amazon RDS CA bundle unless told otherwise: a URL by
+ * its own `sslmode=disable|no-verify`, `sslrootcert=<file>` or `ssl=` parameter (then `tls: "from-url"` and pg
+ * reads them), a secret by DATABASE_SSLMODE=disable.
  */
 export type DatabaseSource =
-  | { kind: "url"; url: string }
+  | { kind: "url"; url: string; tls: "verify-full" | "from-url"; caFile: string }
   | {
       kind: "secret";
       secretArn: string;
@@ -37,7 +39,12 @@ export function databaseSourceFromEnv(env: Env): DatabaseSource {
   if (url !== undefined) {
     if (!/^postgres(ql)?:\/\//.test(url))
       throw new ConfigError("DATABASE_URL must start with postgres:// or postgresql://");
-    return { kind: "url", url };
+    return {
+      kind: "url",
+      url,
+      tls: urlSaysTls(url) ? "from-url" : "verify-full",
+      caFile: caFileFromEnv(env),
+    };
   }
   if (secretArn !== undefined) {
     if (!secretArn.startsWith("arn:"))
@@ -49,11 +56,33 @@ export function databaseSourceFromEnv(env: Env): DatabaseSource {
       ...(database === undefined ? {} : { database }),
       // `disable` exists for local servers without TLS; never for a database reached over a network.
       tls: oneOf(env, "DATABASE_SSLMODE", ["verify-full", "disable"], "verify-full"),
-      caFile: optionalString(env, "DATABASE_CA_FILE") ?? LAMBDA_CA_BUNDLE,
+      caFile: caFileFromEnv(env),
       ttlMs: integer(env, "DATABASE_SECRET_TTL_SECONDS", 900, 0, 86_400) * 1000,
     };
   }
   throw new ConfigError("set DATABASE_URL (postgres://user:password@host:5432/db) or DATABASE_SECRET_ARN");
+}
+
+function caFileFromEnv(env: Env): string {
+  return optionalString(env, "DATABASE_CA_FILE") ?? LAMBDA_CA_BUNDLE;
+}
+
+/**
+ * The URL parameters by which a URL chooses its own TLS. pg reads `sslmode=require` (and prefer, verify-ca) as
+ * verify-full against Node's CAs, which lack the RDS CA: those, like no sslmode at all, get verify-full against
+ * the RDS bundle instead, so the safe setting is also the one that works.
+ */
+function urlSaysTls(url: string): boolean {
+  let params: URLSearchParams;
+  try {
+    params = new URL(url).searchParams;
+  } catch {
+    throw new ConfigError(
+      "DATABASE_URL is not a valid URL (percent-encode special characters in the password)",
+    );
+  }
+  const sslmode = params.get("sslmode");
+  return sslmode === "disable" || sslmode === "no-verify" || params.has("sslrootcert") || params.has("ssl");
 }
 
 interface RdsSecret {
@@ -118,11 +147,37 @@ export interface PoolOptions {
   /** Connections at most; a relay needs one per concurrent round (plus one for LISTEN). */
   max: number;
   applicationName: string;
+  /**
+   * Client-side bound on every query, COMMIT and ROLLBACK included: a connection whose network path died
+   * silently (failover, lost route, NAT timeout) would otherwise wait for TCP to give up, ~15 minutes on Linux,
+   * because the server-side timeouts never reach a client that hears nothing. Set it a little above the
+   * server's statement_timeout so the server's own, clearer error normally wins. Undefined: no bound (migrations,
+   * whose DDL may run long).
+   */
+  queryTimeoutMs?: number;
   secrets?: SecretsManagerClient;
   onError?: (error: Error) => void;
 }
 
 const AUTH_FAILED = new Set(["28P01", "28000"]);
+
+/**
+ * The client-side query timeout for sessions whose statements the server bounds by `statementTimeoutMs`: a
+ * second more, so a slow statement fails with the server's own error (57014) and only a silent connection
+ * reaches this one.
+ */
+export function queryTimeoutFor(statementTimeoutMs: number): number {
+  return statementTimeoutMs + 1_000;
+}
+
+/** Connecting (TCP, TLS, authentication) must finish within this, or the checkout fails. */
+export const CONNECT_TIMEOUT_MS = 5_000;
+
+/**
+ * TCP keepalive probes start after this much silence on an idle pooled connection, so one that died while the
+ * container was frozen is noticed before it is checked out (the OS default is two hours).
+ */
+export const KEEPALIVE_INITIAL_DELAY_MS = 10_000;
 
 /**
  * One small pool per process (per Lambda container), reused across invocations. A connection that died while
@@ -137,55 +192,167 @@ export async function createDatabasePool(
     max: options.max,
     application_name: options.applicationName,
     keepAlive: true,
-    connectionTimeoutMillis: 5_000,
+    keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     idleTimeoutMillis: 60_000,
+    ...(options.queryTimeoutMs === undefined ? {} : { query_timeout: options.queryTimeoutMs }),
   };
   if (source.kind === "url") {
-    const pool = new pg.Pool({ ...common, connectionString: source.url });
+    const pool = new pg.Pool({ ...common, ...urlConnection(source) });
     handleConnectionErrors(pool, options.onError);
-    return pool as unknown as DatabasePool;
+    return {
+      connect: () => pool.connect().catch((error: unknown) => Promise.reject(explainTlsError(error, source))),
+      end: () => pool.end(),
+    };
   }
+  return SecretPool.open(source, common, options);
+}
 
-  const ssl =
-    source.tls === "disable" ? false : { ca: readCaBundle(source.caFile), rejectUnauthorized: true };
-  const secrets = new SecretCache(
-    options.secrets ?? new SecretsManagerClient({}),
-    source.secretArn,
-    source.ttlMs,
-  );
-  const secret = await secrets.get();
-  const pool = new pg.Pool({
-    ...common,
+function urlConnection(source: DatabaseSource & { kind: "url" }): pg.PoolConfig {
+  if (source.tls === "from-url") return { connectionString: source.url };
+  // pg lets the URL's sslmode override an explicit `ssl`, so the parameter goes and our setting stays.
+  const url = new URL(source.url);
+  url.searchParams.delete("sslmode");
+  return { connectionString: url.toString(), ssl: verifiedTls(source.caFile, "DATABASE_URL") };
+}
+
+function verifiedTls(caFile: string, setting: string): pg.PoolConfig["ssl"] {
+  return { ca: readCaBundle(caFile, setting), rejectUnauthorized: true };
+}
+
+/** Who and where a secret points at: a change in any of them needs a new pool, not just a new password. */
+function secretTarget(secret: RdsSecret, database: string | undefined) {
+  return {
     host: secret.host,
     port: Number(secret.port ?? 5432),
     user: secret.username,
-    database: source.database ?? secret.dbname ?? "postgres",
-    // Read for every new connection, so a rotated password is picked up without a restart.
-    password: async () => (await secrets.get()).password,
-    ssl,
-  });
-  handleConnectionErrors(pool, options.onError);
-  return {
-    async connect(): Promise<SessionClient> {
-      try {
-        return await pool.connect();
-      } catch (error) {
-        if (!AUTH_FAILED.has((error as { code?: string }).code ?? "")) throw error;
-        await secrets.refresh(); // rotated since we cached it: fetch and try once more
-        return pool.connect();
-      }
-    },
-    end: () => pool.end(),
+    database: database ?? secret.dbname ?? "postgres",
   };
 }
 
-function readCaBundle(file: string): string {
+/**
+ * A pool on the secret's current user, host, port and database. The password is read for every new connection,
+ * so a single-user rotation is picked up by the next connection. An authentication failure fetches the secret
+ * again; if the rotation changed anything else (alternating-users rotation switches `username`; a restore
+ * changes `host`), a new pool takes over and the old one is ended once its checked-out sessions come back.
+ */
+class SecretPool implements DatabasePool {
+  #pool: pg.Pool;
+  #target: string;
+  readonly #secrets: SecretCache;
+  readonly #source: DatabaseSource & { kind: "secret" };
+  readonly #config: pg.PoolConfig;
+  readonly #onError: ((error: Error) => void) | undefined;
+  readonly #retired: Promise<void>[] = [];
+
+  static async open(
+    source: DatabaseSource & { kind: "secret" },
+    common: pg.PoolConfig,
+    options: PoolOptions,
+  ): Promise<SecretPool> {
+    const ssl = source.tls === "disable" ? false : verifiedTls(source.caFile, "DATABASE_CA_FILE");
+    const secrets = new SecretCache(
+      options.secrets ?? new SecretsManagerClient({}),
+      source.secretArn,
+      source.ttlMs,
+    );
+    const secret = await secrets.get();
+    return new SecretPool(source, { ...common, ssl }, secrets, secret, options.onError);
+  }
+
+  private constructor(
+    source: DatabaseSource & { kind: "secret" },
+    config: pg.PoolConfig,
+    secrets: SecretCache,
+    secret: RdsSecret,
+    onError: ((error: Error) => void) | undefined,
+  ) {
+    this.#source = source;
+    this.#config = config;
+    this.#secrets = secrets;
+    this.#onError = onError;
+    this.#target = "";
+    this.#pool = this.#poolFor(secret);
+  }
+
+  #poolFor(secret: RdsSecret): pg.Pool {
+    const target = secretTarget(secret, this.#source.database);
+    this.#target = JSON.stringify(target);
+    const pool = new pg.Pool({
+      ...this.#config,
+      ...target,
+      // Read for every new connection, so a rotated password is picked up without a restart.
+      password: async () => (await this.#secrets.get()).password,
+    });
+    handleConnectionErrors(pool, this.#onError);
+    return pool;
+  }
+
+  async connect(): Promise<SessionClient> {
+    try {
+      return await this.#pool.connect();
+    } catch (error) {
+      if (!AUTH_FAILED.has((error as { code?: string }).code ?? ""))
+        throw explainTlsError(error, this.#source);
+      // Rotated since we cached it: fetch the whole secret again and follow it wherever it now points.
+      const secret = await this.#secrets.refresh();
+      if (JSON.stringify(secretTarget(secret, this.#source.database)) !== this.#target) {
+        const old = this.#pool;
+        this.#pool = this.#poolFor(secret);
+        this.#retired.push(old.end());
+      }
+      return this.#pool.connect();
+    }
+  }
+
+  async end(): Promise<void> {
+    await Promise.all([this.#pool.end(), ...this.#retired]);
+  }
+}
+
+/**
+ * TLS failures say what to change: pg's own messages ("The server does not support SSL connections",
+ * "self-signed certificate in certificate chain") name neither the setting nor the fix.
+ */
+function explainTlsError(error: unknown, source: DatabaseSource): unknown {
+  const message = error instanceof Error ? error.message : "";
+  const where = source.kind === "url" ? "DATABASE_URL" : "the secret's host";
+  if (/does not support SSL/i.test(message)) {
+    const fix =
+      source.kind === "url"
+        ? "add ?sslmode=disable to DATABASE_URL if this is a local server without TLS"
+        : "set DATABASE_SSLMODE=disable if this is a local server without TLS";
+    return new ConfigError(
+      `${where} does not accept TLS, which is required by default (verify-full); ${fix}`,
+      { cause: error },
+    );
+  }
+  if (
+    /certificate|self[- ]signed|unable to (get|verify)|altnames|CERT_/i.test(
+      `${message} ${(error as { code?: string }).code ?? ""}`,
+    )
+  ) {
+    return new ConfigError(
+      `TLS verification of ${where} failed (${message}): set DATABASE_CA_FILE to the CA bundle that signed ` +
+        `the server's certificate (for RDS: the global bundle, global-bundle.pem), connect by the host name on ` +
+        `the certificate, or set sslrootcert=<file> in DATABASE_URL`,
+      { cause: error },
+    );
+  }
+  return error;
+}
+
+function readCaBundle(file: string, setting: string): string {
   try {
     return readFileSync(file, "utf8");
   } catch (error) {
-    throw new ConfigError(`cannot read the database CA bundle ${file}; set DATABASE_CA_FILE`, {
-      cause: error,
-    });
+    const choices =
+      setting === "DATABASE_URL"
+        ? "; a DATABASE_URL without sslmode=disable|no-verify or sslrootcert is verified against the RDS CA " +
+          "bundle: set DATABASE_CA_FILE to the bundle (global-bundle.pem), or add sslmode=disable to DATABASE_URL " +
+          "for a local server without TLS"
+        : "; set DATABASE_CA_FILE to the RDS CA bundle (global-bundle.pem)";
+    throw new ConfigError(`cannot read the database CA bundle ${file}${choices}`, { cause: error });
   }
 }
 

@@ -1,3 +1,5 @@
+import { DatabaseTimeoutError } from "./errors.ts";
+
 /**
  * The one database seam. Core functions take a `Queryable` (pg's Client, PoolClient or Pool all fit) or a
  * pool they can check a session out of, never a global, so the write API joins the caller's transaction.
@@ -38,6 +40,16 @@ export async function withTransaction<T>(pool: SessionPool, work: (client: Sessi
     return result;
   } catch (error) {
     client.off?.("error", ignore);
+    if (isClientTimeout(error)) {
+      // The server did not answer in time: the connection is presumed dead, and a ROLLBACK queued behind the
+      // unanswered statement would wait just as long. Destroying the socket ends the transaction on the server
+      // (or its idle_in_transaction_session_timeout does, if the path is gone), so the row locks are released.
+      client.release(error as Error);
+      throw new DatabaseTimeoutError(
+        "the database did not answer in time (connection dropped or server unreachable); the session was discarded",
+        { cause: error },
+      );
+    }
     // A failed rollback means the connection itself is gone: destroy it rather than return it to the pool.
     const rollbackFailed = await client.query("rollback").then(
       () => false,
@@ -46,4 +58,9 @@ export async function withTransaction<T>(pool: SessionPool, work: (client: Sessi
     client.release(rollbackFailed ? (error as Error) : undefined);
     throw error;
   }
+}
+
+/** pg's `query_timeout` (the pool's queryTimeoutMs) fired: no answer, not a server-side error. */
+export function isClientTimeout(error: unknown): boolean {
+  return error instanceof Error && error.message === "Query read timeout";
 }

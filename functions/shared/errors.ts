@@ -31,6 +31,11 @@ export class PublishError extends OutboxError {
   override name = "PublishError";
 }
 
+/** The database did not answer within the client-side query timeout; the session was discarded. */
+export class DatabaseTimeoutError extends OutboxError {
+  override name = "DatabaseTimeoutError";
+}
+
 /**
  * SQLSTATEs worth retrying: the transaction was rolled back by the server for reasons that say nothing
  * about the statement (serialization, deadlock, failover, admin shutdown, lost connection).
