@@ -1,4 +1,11 @@
-import { ConfigError, errorMessage, MigrationError, ValidationError } from "../functions/shared/errors.ts";
+import {
+  ConfigError,
+  DatabaseTimeoutError,
+  errorMessage,
+  MigrationError,
+  ValidationError,
+} from "../functions/shared/errors.ts";
+import { QueueCheckError } from "../functions/shared/queueCheck.ts";
 
 /**
  * Exit codes, so scripts can tell "you called me wrong" from "the system is unwell":
@@ -52,7 +59,12 @@ export function describeError(error: unknown, context: { databaseUrl?: string } 
   if (error instanceof ConfigError || error instanceof ValidationError) {
     return new CliError(error.message, EXIT_USAGE, { cause: error });
   }
-  if (error instanceof MigrationError) return new CliError(error.message, EXIT_FAILURE, { cause: error });
+  if (
+    error instanceof MigrationError ||
+    error instanceof QueueCheckError ||
+    error instanceof DatabaseTimeoutError
+  )
+    return new CliError(error.message, EXIT_FAILURE, { cause: error });
   const where = databaseHost(context.databaseUrl);
   const system = systemError(error);
   const message = error instanceof Error ? error.message : String(error);

@@ -3,6 +3,7 @@ import { Command, Option } from "commander";
 import { queryTimeoutFor } from "../../functions/shared/connection.ts";
 import { errorMessage } from "../../functions/shared/errors.ts";
 import { listenForOutboxInserts } from "../../functions/shared/notify.ts";
+import { checkQueue } from "../../functions/shared/queueCheck.ts";
 import { type RelaySummary, roundReserveMs, runRelay } from "../../functions/shared/relay.ts";
 import { type RelayConfig, relayConfigFromEnv } from "../../functions/shared/relayConfig.ts";
 import { openOutboxDatabase } from "../database.ts";
@@ -17,7 +18,6 @@ import {
   integerIn,
 } from "../options.ts";
 import { print, printJson } from "../output.ts";
-import { checkQueue } from "../queueCheck.ts";
 
 interface RelayFlags extends ConnectionFlags {
   queueUrl?: string;
