@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { enqueue, type OutboxEvent } from "../functions/shared/enqueue.ts";
 import { ConfigError, ValidationError } from "../functions/shared/errors.ts";
+import { jsonbBodySize } from "../functions/shared/jsonbSize.ts";
 import { migrate } from "../functions/shared/migrate.ts";
+import { compactJsonbText } from "../functions/shared/publisher.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 
@@ -246,3 +248,36 @@ async function sizeOf(event: OutboxEvent<unknown>): Promise<number> {
   const match = /would be (\d+) bytes/.exec(String((error as Error).message));
   return Number(match?.[1]) - 2; // minus the two quotes of ""
 }
+
+describe("enqueue measures the message the relay will send", () => {
+  it("rejects, before writing, a payload whose numbers Postgres prints far longer than JSON does", async () => {
+    // ~140 KB as JSON; jsonb prints each 1e-300 as 0.000…001, 302 characters: ~6 MB as sent.
+    const payload = { values: Array.from({ length: 20_000 }, () => 1e-300) };
+    const before = await countRows();
+
+    const failed = await enqueue(db.pool, anEvent({ payload })).catch((error: unknown) => error);
+
+    expect(JSON.stringify(payload).length).toBeLessThan(150_000);
+    expect(failed).toBeInstanceOf(ValidationError);
+    expect((failed as ValidationError).field).toBe("event.payload");
+    expect(String((failed as Error).message)).toMatch(
+      /message would be \d{7} bytes .*over the limit of 1048576; Postgres prints its numbers in full/,
+    );
+    expect(await countRows()).toBe(before);
+  });
+
+  it("computes exactly the size of the body the relay sends, for numbers of every form", async () => {
+    const payload = {
+      tiny: [1e-7, -1.2345e-7, 5e-324, 1e-300],
+      huge: [1e21, -1.5e21, 1.7976931348623157e308, 1.2345e25],
+      plain: [0, -0, 123.456, -0.000001, 999999999999999900000],
+      text: "1e-300 stays a string",
+    };
+    const { id } = await enqueue(db.pool, anEvent({ payload }));
+    const { rows } = await db.pool.query("select payload::text as text from outbox_events where id = $1", [
+      id,
+    ]);
+
+    expect(jsonbBodySize(JSON.stringify(payload))).toBe(Buffer.byteLength(compactJsonbText(rows[0].text)));
+  });
+});

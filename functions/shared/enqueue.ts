@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Queryable } from "./db.ts";
 import { ValidationError } from "./errors.ts";
 import { type OutboxLocation, outboxNames } from "./identifiers.ts";
+import { jsonbBodySize } from "./jsonbSize.ts";
 import {
   checkGroupId,
   checkHeaders,
@@ -132,11 +133,18 @@ function validateEvent(event: OutboxEvent<unknown>, at: string, maxMessageBytes:
     createdAt: SIZE_PROBE_DATE,
     body: payloadJson,
   });
-  const size = messageSize(payloadJson, attributes);
+  // What the relay will send: the body as jsonb prints it back (numbers in full), not JSON.stringify's text.
+  const bodySize = jsonbBodySize(payloadJson);
+  const size = messageSize("", attributes) + bodySize;
   if (size > maxMessageBytes) {
+    const numbers =
+      bodySize > Buffer.byteLength(payloadJson)
+        ? `; Postgres prints its numbers in full (${Buffer.byteLength(payloadJson)} bytes as JSON, ${bodySize} ` +
+          "as stored): send very large or small numbers as strings"
+        : "";
     throw new ValidationError(
       `${at}.payload`,
-      `message would be ${size} bytes (payload plus attributes), over the limit of ${maxMessageBytes}`,
+      `message would be ${size} bytes (payload plus attributes), over the limit of ${maxMessageBytes}${numbers}`,
     );
   }
   return {
