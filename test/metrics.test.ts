@@ -471,8 +471,12 @@ describe("Lambda handlers write EMF with the figures the database holds", () => 
       OldestPendingAgeSeconds: "Seconds",
       DeadLetters: "Count",
       BlockedAggregates: "Count",
+      SnapshotErrors: "Count",
+      PurgeErrors: "Count",
     });
     expect(line?.values).toMatchObject({
+      SnapshotErrors: [0],
+      PurgeErrors: [0],
       PurgedRows: [7],
       PendingEvents: [rows[0].pending],
       DeadLetters: [rows[0].dead],
@@ -500,7 +504,7 @@ describe("Lambda handlers write EMF with the figures the database holds", () => 
     const { rows } = await db.pool.query("select count(*)::int as n from outbox_events");
     expect(rows[0].n).toBe(2);
     const [line] = stdout.emf();
-    expect(line?.values).toMatchObject({ PendingEvents: [1], DeadLetters: [0] });
+    expect(line?.values).toMatchObject({ PendingEvents: [1], DeadLetters: [0], SnapshotErrors: [0] });
     expect(line?.values.PurgedRows).toBeUndefined();
   });
 
@@ -558,5 +562,80 @@ describe("Lambda handlers write EMF with the figures the database holds", () => 
       expect(lag - stored).toBeGreaterThanOrEqual(-5);
       expect(lag - stored).toBeLessThan(1_000);
     });
+  });
+});
+
+describe("purge handler: the snapshot and the purge cannot stop each other", () => {
+  let stdout: ReturnType<typeof captureStdout>;
+  const roles: string[] = [];
+  beforeEach(async () => {
+    await db.pool.query("delete from outbox_events");
+    // Seven published rows past the retention, one pending row.
+    await db.pool.query(
+      `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload, created_at, processed_at)
+       select 'order', 'old-' || g, 'order.created', '{}'::jsonb, now() - interval '201 hours',
+              now() - interval '200 hours'
+       from generate_series(1, 7) as g
+       union all select 'order', 'pending', 'order.created', '{}', now(), null`,
+    );
+    stdout = captureStdout();
+  });
+  afterEach(() => stdout.restore());
+  afterAll(async () => {
+    vi.resetModules();
+    process.env.DATABASE_URL = db.url;
+    for (const role of roles) await db.pool.query(`drop owned by ${role}; drop role ${role}`);
+  });
+
+  /** A fresh container of the purge handler, connecting as a role with only the given privileges. */
+  async function purgeHandlerAs(grants: string) {
+    const role = `purge_${roles.length}_${Date.now()}`;
+    roles.push(role);
+    await db.pool.query(`create role ${role} login password 'purge'`);
+    await db.pool.query(grants.replaceAll("$role", role));
+    const url = new URL(db.url);
+    url.username = role;
+    url.password = "purge";
+    vi.resetModules();
+    Object.assign(process.env, {
+      DATABASE_URL: url.toString(),
+      PURGE_BUDGET_MARGIN_MS: "500",
+      PURGE_STATEMENT_TIMEOUT_MS: "1000",
+    });
+    return (await import("../functions/purge/handler.ts")).handler;
+  }
+
+  async function remaining() {
+    const { rows } = await db.pool.query(
+      "select count(*) filter (where processed_at is not null)::int as published from outbox_events",
+    );
+    return rows[0].published;
+  }
+
+  it("purges when the snapshot fails, counts SnapshotErrors and fails the invocation", async () => {
+    // Enough to purge (the columns its statements read and lock FOR UPDATE, and delete), not to read the
+    // snapshot's columns.
+    const handler = await purgeHandlerAs(
+      "grant select (ctid, processed_at, dead_lettered_at), update (processed_at), delete on outbox_events to $role",
+    );
+
+    const invocation = handler(scheduledEvent, lambdaContext("outbox-purge", 5_000));
+
+    await expect(invocation).rejects.toThrow(/^outbox snapshot failed: [^;]*permission denied[^;]*$/);
+    expect(await remaining()).toBe(0);
+    const [line] = stdout.emf();
+    expect(line?.values).toMatchObject({ SnapshotErrors: [1], PurgeErrors: [0], PurgedRows: [7] });
+    expect(line?.values.PendingEvents).toBeUndefined();
+  });
+
+  it("reports the snapshot when the purge fails, counts PurgeErrors and fails the invocation", async () => {
+    const handler = await purgeHandlerAs("grant select on outbox_events to $role");
+
+    const invocation = handler(scheduledEvent, lambdaContext("outbox-purge", 5_000));
+
+    await expect(invocation).rejects.toThrow(/purge stopped by an error: .*permission denied/);
+    expect(await remaining()).toBe(7);
+    const [line] = stdout.emf();
+    expect(line?.values).toMatchObject({ SnapshotErrors: [0], PurgeErrors: [1], PendingEvents: [1] });
   });
 });

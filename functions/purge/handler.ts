@@ -4,7 +4,13 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { createDatabasePool, queryTimeoutFor } from "#shared/connection.ts";
-import { createMetrics, recordOutboxSnapshot, recordPurgeSummary } from "#shared/metrics.ts";
+import { errorMessage } from "#shared/errors.ts";
+import {
+  createMetrics,
+  recordOutboxSnapshot,
+  recordPurgeSummary,
+  recordSnapshotError,
+} from "#shared/metrics.ts";
 import { type PurgeSummary, readOutboxSnapshot, runPurge } from "#shared/purge.ts";
 import { purgeConfigFromEnv } from "#shared/purgeConfig.ts";
 
@@ -27,29 +33,41 @@ export interface SnapshotOnlyEvent {
 
 /**
  * Invoked by EventBridge schedules. Reports how the outbox stands (one line of metrics), then, unless the event
- * asks for the snapshot only, deletes old published rows until none are left or the budget ends.
+ * asks for the snapshot only, deletes old published rows until none are left or the budget ends. The two are
+ * independent: a snapshot that fails or times out does not skip the hour's purge, and a failing purge still
+ * reports the snapshot. Either failure is counted (SnapshotErrors, PurgeErrors) and fails the invocation, so
+ * Lambda's Errors metric sees it too; the metrics stored so far are published all the same.
  */
 export async function purge(
   event: ScheduledEvent | SnapshotOnlyEvent | Record<string, never>,
   context: Context,
 ): Promise<PurgeSummary | { snapshotOnly: true }> {
-  // The snapshot first: the alarms depend on it, so a long or failing purge must not starve it. It reads only
+  const deadline = Date.now() + context.getRemainingTimeInMillis() - config.budgetMarginMs;
+  const failures: string[] = [];
+  // The snapshot first: the alarms depend on it, and it is bounded by the statement timeout. It reads only
   // unpublished rows, which the purge does not touch (dead letters aside, when their retention is set).
-  const snapshot = await readOutboxSnapshot(pool, config.purge);
-  recordOutboxSnapshot(metrics, snapshot);
+  const snapshot = await readOutboxSnapshot(pool, config.purge).catch((error: unknown) => {
+    recordSnapshotError(metrics);
+    failures.push(`outbox snapshot failed: ${errorMessage(error)}`);
+    logger.error("outbox snapshot failed; its metrics are missing for this run", {
+      error: errorMessage(error),
+    });
+    return undefined;
+  });
+  if (snapshot !== undefined) recordOutboxSnapshot(metrics, snapshot);
+  let result: PurgeSummary | { snapshotOnly: true };
   if ("snapshotOnly" in event && event.snapshotOnly === true) {
     logger.info("outbox snapshot", { snapshot });
-    return { snapshotOnly: true };
+    result = { snapshotOnly: true };
+  } else {
+    const summary = await runPurge({ pool, deadline, logger }, config.purge);
+    recordPurgeSummary(metrics, summary);
+    logger.info("purge finished", { summary, snapshot });
+    if (summary.stoppedBy === "error") failures.push(`purge stopped by an error: ${summary.error}`);
+    result = summary;
   }
-  const deadline = Date.now() + context.getRemainingTimeInMillis() - config.budgetMarginMs;
-  const summary = await runPurge({ pool, deadline, logger }, config.purge);
-  recordPurgeSummary(metrics, summary);
-  logger.info("purge finished", { summary, snapshot });
-  if (summary.stoppedBy === "error") {
-    // Fail the invocation so Lambda's Errors metric sees it; the metrics above are still published.
-    throw new Error(`purge stopped by an error: ${summary.error}`);
-  }
-  return summary;
+  if (failures.length > 0) throw new Error(failures.join("; "));
+  return result;
 }
 
 export const handler = middy(purge).use(injectLambdaContext(logger)).use(logMetrics(metrics));

@@ -25,6 +25,8 @@ export const METRIC = {
   eventsDeadLettered: "EventsDeadLettered",
   batchDuration: "BatchDuration",
   publishLag: "PublishLag",
+  snapshotErrors: "SnapshotErrors",
+  purgeErrors: "PurgeErrors",
 } as const;
 
 /** The extra dimension of the per-event-type PublishFailures. */
@@ -40,14 +42,24 @@ export function createMetrics(env: Env, defaultServiceName: string): Metrics {
   });
 }
 
-/** What one purge run did. Stored, not published: the handler's logMetrics middleware publishes at the end. */
+/**
+ * What one purge run did. Stored, not published: the handler's logMetrics middleware publishes at the end.
+ * PurgeErrors is written every run, 0 or 1, so an alarm on it sees 0 rather than missing data.
+ */
 export function recordPurgeSummary(metrics: Metrics, summary: PurgeSummary): void {
   metrics.addMetric(METRIC.purgedRows, MetricUnit.Count, summary.deletedRows + summary.deletedDeadLetters);
   metrics.addMetric(METRIC.purgeDuration, MetricUnit.Milliseconds, Math.round(summary.durationMs));
+  metrics.addMetric(METRIC.purgeErrors, MetricUnit.Count, summary.stoppedBy === "error" ? 1 : 0);
+}
+
+/** A snapshot that could not be read: its figures are missing (their alarms treat that as breaching). */
+export function recordSnapshotError(metrics: Metrics): void {
+  metrics.addMetric(METRIC.snapshotErrors, MetricUnit.Count, 1);
 }
 
 /** How the outbox stands, once per purge run (scheduled every minute, the alarms' period). */
 export function recordOutboxSnapshot(metrics: Metrics, snapshot: OutboxSnapshot): void {
+  metrics.addMetric(METRIC.snapshotErrors, MetricUnit.Count, 0);
   metrics.addMetric(METRIC.pendingEvents, MetricUnit.Count, snapshot.pending);
   metrics.addMetric(
     METRIC.oldestPendingAgeSeconds,
