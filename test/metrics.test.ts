@@ -3,7 +3,12 @@ import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { outboxNames } from "../functions/shared/identifiers.ts";
-import { createMetrics, RelayMetrics, Reservoir } from "../functions/shared/metrics.ts";
+import {
+  createMetrics,
+  RelayMetrics,
+  Reservoir,
+  relayMetricsOptionsFromEnv,
+} from "../functions/shared/metrics.ts";
 import { migrate } from "../functions/shared/migrate.ts";
 import type { RoundReport } from "../functions/shared/relay.ts";
 import { outboxSnapshot, outboxSnapshotStatements } from "../functions/shared/sql/outboxSnapshot.ts";
@@ -164,6 +169,35 @@ describe("RelayMetrics", () => {
       PublishFailures: [0],
       EventsDeadLettered: [0],
     });
+  });
+
+  it('bounds the eventType dimension: the N types with most failures, the rest summed as "other"', () => {
+    const recorder = new RelayMetrics(metrics, { maxEventTypes: 2 });
+    // 500 distinct types failing once each, two failing more often.
+    const failedEvents = [
+      ...Array.from({ length: 500 }, (_, index) => ({ eventType: `type.${index}`, deadLettered: false })),
+      ...Array.from({ length: 5 }, () => ({ eventType: "order.paid", deadLettered: false })),
+      ...Array.from({ length: 3 }, () => ({ eventType: "order.shipped", deadLettered: false })),
+    ];
+    recorder.recordRound(round({ claimed: 508, failed: 508, failedEvents }));
+
+    recorder.finish();
+    metrics.publishStoredMetrics();
+
+    const perType = stdout.emf().filter((line) => line.dimensions[0]?.includes("eventType"));
+    expect(perType.map((line) => [line.fields.eventType, line.values.PublishFailures])).toEqual([
+      ["order.paid", [5]],
+      ["order.shipped", [3]],
+      ["other", [500]],
+    ]);
+  });
+
+  it("takes the eventType bound from RELAY_METRICS_EVENT_TYPES (default 10), naming the variable when wrong", () => {
+    expect(relayMetricsOptionsFromEnv({})).toEqual({ maxEventTypes: 10 });
+    expect(relayMetricsOptionsFromEnv({ RELAY_METRICS_EVENT_TYPES: "0" })).toEqual({ maxEventTypes: 0 });
+    expect(() => relayMetricsOptionsFromEnv({ RELAY_METRICS_EVENT_TYPES: "1000" })).toThrow(
+      /RELAY_METRICS_EVENT_TYPES must be an integer from 0 to 100/,
+    );
   });
 
   it("keeps at most 99 PublishLag values per window, sampled from all of the window's events", () => {

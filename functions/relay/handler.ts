@@ -7,7 +7,7 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { createDatabasePool, queryTimeoutFor } from "#shared/connection.ts";
-import { createMetrics, RelayMetrics } from "#shared/metrics.ts";
+import { createMetrics, RelayMetrics, relayMetricsOptionsFromEnv } from "#shared/metrics.ts";
 import { listenForOutboxInserts } from "#shared/notify.ts";
 import { checkQueue } from "#shared/queueCheck.ts";
 import { type RelaySummary, runRelay } from "#shared/relay.ts";
@@ -24,6 +24,7 @@ const config = relayConfigFromEnv(process.env);
 checkMaxDuration(config);
 const logger = new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? "outbox-relay" });
 const metrics = createMetrics(process.env, "outbox-relay");
+const metricsOptions = relayMetricsOptionsFromEnv(process.env);
 // The SDK reads AWS_ENDPOINT_URL / region / credentials from the environment as usual. Its own retries are
 // kept short: the relay's backoff, not the SDK's, decides when a failed row is tried again. The agent gets a
 // socket per concurrent request: RELAY_CONCURRENCY per round times RELAY_PARALLEL_ROUNDS (fewer sockets would
@@ -74,7 +75,7 @@ export async function relay(
   await checkQueueOnce();
   // LISTEN per invocation: a session kept across frozen invocations would likely be dead on the next one.
   const wakeUp = config.listen ? await listenForOutboxInserts(pool, config.relay) : undefined;
-  const relayMetrics = new RelayMetrics(metrics);
+  const relayMetrics = new RelayMetrics(metrics, metricsOptions);
   const onRound = relayMetrics.recordRound.bind(relayMetrics);
   const failures = new FailureRecorder(logger);
   const summary = await runRelay(

@@ -1,5 +1,5 @@
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
-import { optionalString } from "./env.ts";
+import { integer, optionalString } from "./env.ts";
 import type { PurgeSummary } from "./purge.ts";
 import type { RoundReport } from "./relay.ts";
 import type { OutboxSnapshot } from "./sql/outboxSnapshot.ts";
@@ -31,6 +31,17 @@ export const METRIC = {
 
 /** The extra dimension of the per-event-type PublishFailures. */
 export const EVENT_TYPE_DIMENSION = "eventType";
+
+/** The eventType value under which the failures of the types beyond the top N are summed. */
+export const OTHER_EVENT_TYPES = "other";
+
+/**
+ * Per-event-type lines per window at most (RELAY_METRICS_EVENT_TYPES). Each distinct eventType value is a custom
+ * metric of its own, billed per metric-hour it appears in: a producer with thousands of event types failing
+ * together would otherwise create thousands of metrics. The N types with the most failures in the window keep
+ * their own line, the rest are summed under eventType "other".
+ */
+export const DEFAULT_METRICS_EVENT_TYPES = 10;
 
 type Env = Record<string, string | undefined>;
 
@@ -76,7 +87,14 @@ export function recordOutboxSnapshot(metrics: Metrics, snapshot: OutboxSnapshot)
  */
 const LAG_SAMPLES_PER_WINDOW = 99;
 
+/** The relay's metrics settings from its environment (read once, at cold start). */
+export function relayMetricsOptionsFromEnv(env: Env): RelayMetricsOptions {
+  return { maxEventTypes: integer(env, "RELAY_METRICS_EVENT_TYPES", DEFAULT_METRICS_EVENT_TYPES, 0, 100) };
+}
+
 export interface RelayMetricsOptions {
+  /** Per-event-type PublishFailures lines per window; the rest are summed as "other" (0: totals only). */
+  maxEventTypes?: number;
   /** A long (dwell) invocation publishes its figures at least this often, not only when it ends. */
   flushIntervalMs?: number;
   /** PublishLag values kept per window: a uniform sample of the window's events. */
@@ -102,6 +120,7 @@ export interface RelayMetricsOptions {
 export class RelayMetrics {
   readonly #metrics: Metrics;
   readonly #flushIntervalMs: number;
+  readonly #maxEventTypes: number;
   readonly #now: () => number;
   readonly #lag: Reservoir;
   #windowStart: number;
@@ -113,6 +132,7 @@ export class RelayMetrics {
   constructor(metrics: Metrics, options: RelayMetricsOptions = {}) {
     this.#metrics = metrics;
     this.#flushIntervalMs = options.flushIntervalMs ?? 10_000;
+    this.#maxEventTypes = options.maxEventTypes ?? DEFAULT_METRICS_EVENT_TYPES;
     this.#now = options.now ?? Date.now;
     this.#lag = new Reservoir(
       options.lagSamplesPerWindow ?? LAG_SAMPLES_PER_WINDOW,
@@ -152,7 +172,7 @@ export class RelayMetrics {
       this.#metrics.addMetric(METRIC.publishLag, MetricUnit.Milliseconds, lagMs);
     }
     // Metrics of one line share its dimensions, so the per-type figures are lines of their own.
-    for (const [eventType, failures] of this.#failuresByType) {
+    for (const [eventType, failures] of boundedByType(this.#failuresByType, this.#maxEventTypes)) {
       this.#metrics
         .singleMetric()
         .addDimension(EVENT_TYPE_DIMENSION, eventType)
@@ -167,6 +187,15 @@ export class RelayMetrics {
     this.#failuresByType.clear();
     this.#windowStart = this.#now();
   }
+}
+
+/** The `max` entries with the highest counts (ties: the first seen), plus the rest summed under "other". */
+function boundedByType(counts: Map<string, number>, max: number): [string, number][] {
+  if (max === 0) return [];
+  const sorted = [...counts].sort((a, b) => b[1] - a[1]);
+  if (sorted.length <= max) return sorted;
+  const rest = sorted.slice(max).reduce((sum, [, count]) => sum + count, 0);
+  return [...sorted.slice(0, max), [OTHER_EVENT_TYPES, rest]];
 }
 
 /** Algorithm R: after n offers, each offered value is in the sample with probability capacity / n. */
