@@ -1,4 +1,5 @@
 import { type Command, InvalidArgumentError } from "commander";
+import { printError } from "./output.ts";
 
 export type Env = Record<string, string | undefined>;
 
@@ -18,7 +19,8 @@ export function addConnectionOptions(command: Command): Command {
   return command
     .option(
       "--database-url <url>",
-      "postgres://user:password@host:5432/db (env DATABASE_URL or DATABASE_SECRET_ARN)",
+      "postgres://user@host:5432/db; prefer env DATABASE_URL (or DATABASE_SECRET_ARN): a password given here " +
+        "is visible to other users in the process list",
     )
     .option("--schema <name>", "schema of the outbox table (env OUTBOX_SCHEMA, default public)")
     .option("--table <name>", "outbox table (env OUTBOX_TABLE, default outbox_events)")
@@ -39,11 +41,26 @@ export function envWithFlags(base: Env, overrides: Env): Env {
 }
 
 export function connectionEnv(flags: ConnectionFlags, base: Env = process.env): Env {
+  if (flags.databaseUrl !== undefined && urlHasPassword(flags.databaseUrl)) {
+    printError(
+      "outbox: warning: --database-url contains a password, which other users can read in the process list " +
+        "(ps, /proc); set DATABASE_URL in the environment instead, or use DATABASE_SECRET_ARN",
+    );
+  }
   return envWithFlags(base, {
     DATABASE_URL: flags.databaseUrl,
     OUTBOX_SCHEMA: flags.schema,
     OUTBOX_TABLE: flags.table,
   });
+}
+
+function urlHasPassword(url: string): boolean {
+  try {
+    return new URL(url).password !== "";
+  } catch {
+    // Unparseable: the configuration reader names the problem; a colon after the user suggests a password.
+    return /^[^:]+:\/\/[^/@]*:[^/@]*@/.test(url);
+  }
 }
 
 /** commander parser for an integer flag in a range; the error names the range. */

@@ -38,9 +38,24 @@ export function formatTable<T>(rows: readonly T[], columns: readonly Column<T>[]
 }
 
 function truncate(text: string, maxWidth: number | undefined): string {
-  const oneLine = text.replace(/\s+/g, " ");
+  const oneLine = escapeControl(text.replace(/\s+/g, " "));
   if (maxWidth === undefined || oneLine.length <= maxWidth) return oneLine;
   return `${oneLine.slice(0, maxWidth - 1)}…`;
+}
+
+/**
+ * C0 and C1 control characters (ESC starts terminal escape sequences), and the bidirectional overrides that
+ * reorder what a terminal shows. Whitespace is collapsed before, so a tab or newline is a space.
+ */
+const CONTROL = /[\p{Cc}\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu;
+
+/**
+ * Database strings in human output are shown, never interpreted: a row written by hand can hold an escape
+ * sequence that would recolour, rewrite or hide lines of the operator's terminal. Each control character is
+ * printed as a visible `\u` escape; JSON output carries the exact text (JSON escapes controls itself).
+ */
+export function escapeControl(text: string): string {
+  return text.replace(CONTROL, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 /** 0.4 s, 42 s, 12 min, 3.5 h, 2.1 d: an age at a glance. */

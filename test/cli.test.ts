@@ -116,6 +116,21 @@ describe("outbox CLI: connection errors", () => {
     expect(run.stderr).not.toContain("secret");
   });
 
+  it("warns when --database-url carries a password, and not when the URL comes from the environment", async () => {
+    const url = `postgres://nobody:secret@127.0.0.1:${await freePort()}/nowhere?sslmode=disable`;
+    const passwordless = `postgres://nobody@127.0.0.1:${await freePort()}/nowhere?sslmode=disable`;
+
+    const flag = await outbox(["status", "--database-url", url]);
+    const env = await outbox(["status"], { DATABASE_URL: url });
+    const noPassword = await outbox(["status", "--database-url", passwordless]);
+
+    expect(flag.stderr).toMatch(
+      /warning: --database-url contains a password.*set DATABASE_URL in the environment/,
+    );
+    expect(env.stderr).not.toMatch(/warning/);
+    expect(noPassword.stderr).not.toMatch(/warning/);
+  });
+
   it("adds the stack and causes with --verbose", async () => {
     const url = `postgres://nobody@127.0.0.1:${await freePort()}/nowhere?sslmode=disable`;
 
@@ -217,6 +232,27 @@ describe("outbox dead-letters", () => {
       deadLetters: [{ id: first, attempts: 7 }],
     });
     expect(limited.stdout).toMatch(/showing 1 of 2 dead letters/);
+  });
+
+  it("escapes control characters in the table, and keeps the exact text in --json", async () => {
+    // A row written by hand: an escape sequence that would clear the operator's screen, and a C1 control.
+    const hostile = "order-\u001b[2J\u001b[31mred\u009b";
+    const id = await insertDeadLetter({ aggregateId: hostile });
+    await db.pool.query("update outbox_events set last_error = $1 where id = $2", [
+      "boom\u0007\u202eevil",
+      id,
+    ]);
+
+    const text = await outbox(["dead-letters"]);
+    const json = await outbox(["dead-letters", "--json"]);
+
+    for (const raw of ["\u001b", "\u0007", "\u009b", "\u202e"]) expect(text.stdout).not.toContain(raw);
+    expect(text.stdout).toContain("order/order-\\u001b[2J\\u001b[31mred\\u009b");
+    expect(text.stdout).toContain("boom\\u0007\\u202eevil");
+    expect(JSON.parse(json.stdout).deadLetters[0]).toMatchObject({
+      aggregate_id: hostile,
+      last_error: "boom\u0007\u202eevil",
+    });
   });
 
   it("says so when there are none", async () => {

@@ -12,7 +12,7 @@ import {
   envWithFlags,
   integerIn,
 } from "../options.ts";
-import { print, printJson } from "../output.ts";
+import { escapeControl, print, printJson } from "../output.ts";
 
 interface PurgeFlags extends ConnectionFlags {
   retentionHours?: number;
@@ -91,5 +91,5 @@ function describe(summary: PurgeSummary): string {
     `${OUTCOME[summary.stoppedBy]}: deleted ${summary.deletedRows} published row(s)` +
     `${summary.deletedDeadLetters > 0 ? ` and ${summary.deletedDeadLetters} dead letter(s)` : ""} ` +
     `in ${summary.batches} batch(es), ${(summary.durationMs / 1000).toFixed(1)} s`;
-  return summary.error === undefined ? line : `${line}\nerror: ${summary.error}`;
+  return summary.error === undefined ? line : `${line}\nerror: ${escapeControl(summary.error)}`;
 }

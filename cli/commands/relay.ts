@@ -17,7 +17,7 @@ import {
   envWithFlags,
   integerIn,
 } from "../options.ts";
-import { print, printJson } from "../output.ts";
+import { escapeControl, print, printJson } from "../output.ts";
 
 interface RelayFlags extends ConnectionFlags {
   queueUrl?: string;
@@ -262,7 +262,7 @@ function describeTotals(totals: RelayTotals): string {
   ];
   if (totals.failedRounds > 0) {
     lines.push(
-      `${totals.failedRounds} round(s) failed as a whole; last error: ${totals.lastError ?? "unknown"}`,
+      `${totals.failedRounds} round(s) failed as a whole; last error: ${escapeControl(totals.lastError ?? "unknown")}`,
     );
   }
   return lines.join("\n");
