@@ -11,6 +11,7 @@ import { createDatabasePool, databaseSourceFromEnv } from "../functions/shared/c
 import { withTransaction } from "../functions/shared/db.ts";
 import { ConfigError, DatabaseTimeoutError } from "../functions/shared/errors.ts";
 import { relayConfigFromEnv } from "../functions/shared/relayConfig.ts";
+import { checkMaxDuration } from "../functions/shared/relayInvocation.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { startStallingTcpProxy } from "./support/tcpProxy.ts";
@@ -58,6 +59,19 @@ describe("relay configuration from the environment", () => {
   ])("rejects %j with an error naming the variable", (overrides, message) => {
     expect(() => relayConfigFromEnv({ ...base, ...overrides })).toThrow(ConfigError);
     expect(() => relayConfigFromEnv({ ...base, ...overrides })).toThrow(message);
+  });
+
+  it("refuses at cold start a RELAY_MAX_DURATION_MS that cannot fit one round", () => {
+    // Defaults: one round reserves 10,000 + 2 x 5,000 ms.
+    const config = relayConfigFromEnv({ ...base, RELAY_MAX_DURATION_MS: "15000" });
+
+    expect(() => checkMaxDuration(config)).toThrow(ConfigError);
+    expect(() => checkMaxDuration(config)).toThrow(
+      /RELAY_MAX_DURATION_MS=15000 cannot fit one round, which reserves 20000 ms/,
+    );
+    expect(() =>
+      checkMaxDuration(relayConfigFromEnv({ ...base, RELAY_MAX_DURATION_MS: "20000" })),
+    ).not.toThrow();
   });
 
   it("verifies a DATABASE_URL's TLS against the RDS CA bundle unless the URL chooses its own", () => {
