@@ -412,7 +412,12 @@ describe("purgeConfigFromEnv", () => {
 
   it("applies the documented defaults: a week of published rows, dead letters kept", () => {
     expect(purgeConfigFromEnv(env)).toEqual({
-      database: { kind: "url", url: env.DATABASE_URL },
+      database: {
+        kind: "url",
+        url: env.DATABASE_URL,
+        tls: "verify-full",
+        caFile: "/var/runtime/ca-cert.pem",
+      },
       purge: {
         retentionHours: 168,
         deadLetterRetentionHours: null,
@@ -438,7 +443,12 @@ describe("purgeConfigFromEnv", () => {
     });
 
     expect(config).toEqual({
-      database: { kind: "url", url: env.DATABASE_URL },
+      database: {
+        kind: "url",
+        url: env.DATABASE_URL,
+        tls: "verify-full",
+        caFile: "/var/runtime/ca-cert.pem",
+      },
       purge: {
         schema: "sales",
         table: "sales_events",
