@@ -7,13 +7,22 @@ import {
   SecretsManagerClient,
 } from "@aws-sdk/client-secrets-manager";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { createDatabasePool, databaseSourceFromEnv } from "../functions/shared/connection.ts";
+import {
+  createDatabasePool,
+  databaseSourceFromEnv,
+  queryTimeoutFor,
+} from "../functions/shared/connection.ts";
 import { withTransaction } from "../functions/shared/db.ts";
+import { enqueue } from "../functions/shared/enqueue.ts";
 import { ConfigError, DatabaseTimeoutError } from "../functions/shared/errors.ts";
+import { runRelay } from "../functions/shared/relay.ts";
 import { relayConfigFromEnv } from "../functions/shared/relayConfig.ts";
 import { checkMaxDuration } from "../functions/shared/relayInvocation.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { anEvent } from "./support/factories.ts";
+import { testRelayOptions } from "./support/relay.ts";
+import { createFifoQueue, sqsClient } from "./support/sqs.ts";
 import { startStallingTcpProxy } from "./support/tcpProxy.ts";
 
 const db = useTestDatabase();
@@ -228,14 +237,14 @@ describe("a connection that goes silent without closing", () => {
   // Anything far below that shows the bound is ours.
   const farBelowTcp = 15_000;
 
-  async function poolThroughProxy() {
+  async function poolThroughProxy(timeoutMs = queryTimeoutMs) {
     const proxy = await startStallingTcpProxy(Number(new URL(db.url).port));
     const url = new URL(db.url);
     url.port = String(proxy.port);
     const pool = await createDatabasePool(databaseSourceFromEnv({ DATABASE_URL: url.toString() }), {
       max: 1,
       applicationName: "silent-network",
-      queryTimeoutMs,
+      queryTimeoutMs: timeoutMs,
       onError: () => {},
     });
     return { proxy, pool };
@@ -281,6 +290,42 @@ describe("a connection that goes silent without closing", () => {
     } finally {
       await pool.end();
       await proxy.close();
+    }
+  });
+});
+
+describe("the relay on a connection that goes silent", () => {
+  it("fails that round within the statement timeout + 1 s and publishes everything on a fresh session", async () => {
+    const sqs = sqsClient();
+    const options = testRelayOptions(await createFifoQueue(sqs, "silent"), { statementTimeoutMs: 500 });
+    const proxy = await startStallingTcpProxy(Number(new URL(db.url).port));
+    const url = new URL(db.url);
+    url.port = String(proxy.port);
+    const pool = await createDatabasePool(databaseSourceFromEnv({ DATABASE_URL: url.toString() }), {
+      max: 1,
+      applicationName: "silent-relay",
+      queryTimeoutMs: queryTimeoutFor(options.statementTimeoutMs),
+      onError: () => {},
+    });
+    try {
+      await withTransaction(pool, (client) => client.query("select 1")); // a pooled, idle session
+      const ids = (await enqueue(db.pool, [anEvent(), anEvent()])).map((row) => row.id);
+      proxy.stall();
+
+      const summary = await runRelay({ pool, sqs, deadline: Date.now() + 30_000 }, options);
+
+      expect(summary).toMatchObject({ failedRounds: 1, published: 2, stoppedBy: "drained" });
+      expect(summary.lastError).toMatch(/DatabaseTimeoutError: the database did not answer in time/);
+      expect(summary.durationMs).toBeLessThan(15_000);
+      const { rows } = await db.pool.query(
+        "select count(*)::int as n from outbox_events where id = any($1) and processed_at is not null",
+        [ids],
+      );
+      expect(rows[0].n).toBe(2);
+    } finally {
+      await pool.end();
+      await proxy.close();
+      sqs.destroy();
     }
   });
 });
