@@ -59,9 +59,17 @@ const pool = await createDatabasePool(config.database, {
  * remembered, so a fixed queue is picked up by the next invocation.
  */
 let queueChecked = false;
-async function checkQueueOnce() {
+async function checkQueueOnce(deadline: number) {
   if (queueChecked) return;
-  const check = await checkQueue(sqs, config.relay.queueUrl, config.relay.maxMessageBytes, undefined);
+  // Within the invocation's budget: an unreachable SQS fails the invocation before Lambda's timeout does.
+  const timeoutMs = Math.max(1_000, Math.min(15_000, deadline - Date.now()));
+  const check = await checkQueue(
+    sqs,
+    config.relay.queueUrl,
+    config.relay.maxMessageBytes,
+    undefined,
+    timeoutMs,
+  );
   if (!check.verified) logger.warn("queue not verified; relaying anyway", { reason: check.reason });
   queueChecked = true;
 }
@@ -72,7 +80,7 @@ export async function relay(
   context: Context,
 ): Promise<RelaySummary> {
   const deadline = invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
-  await checkQueueOnce();
+  await checkQueueOnce(deadline);
   // LISTEN per invocation: a session kept across frozen invocations would likely be dead on the next one.
   const wakeUp = config.listen ? await listenForOutboxInserts(pool, config.relay) : undefined;
   const relayMetrics = new RelayMetrics(metrics, metricsOptions);

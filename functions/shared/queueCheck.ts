@@ -26,6 +26,7 @@ export async function checkQueue(
   queueUrl: string,
   maxMessageBytes: number,
   endpoint: string | undefined,
+  timeoutMs = 15_000,
 ): Promise<QueueCheck> {
   let attributes: Record<string, string>;
   try {
@@ -34,7 +35,7 @@ export async function checkQueue(
         QueueUrl: queueUrl,
         AttributeNames: ["FifoQueue", "MaximumMessageSize"],
       }),
-      { abortSignal: AbortSignal.timeout(15_000) },
+      { abortSignal: AbortSignal.timeout(timeoutMs) },
     );
     attributes = response.Attributes ?? {};
   } catch (error) {
