@@ -10,39 +10,28 @@ export function jsonbBodySize(json: string): number {
   // JSON.stringify writes an exponent only after a digit ("1e-7", "1.5e+21"); no such text, no difference.
   if (!/\de/.test(json)) return Buffer.byteLength(json);
   let extra = 0;
-  let inString = false;
-  for (let i = 0; i < json.length; i++) {
-    const code = json.charCodeAt(i);
-    if (inString) {
-      if (code === 92) i++;
-      else if (code === 34) inString = false;
-    } else if (code === 34) {
-      inString = true;
-    } else if (code === 45 || (code >= 48 && code <= 57)) {
-      let end = i + 1;
-      while (end < json.length && /[\d.eE+-]/.test(json.charAt(end))) end++;
-      const token = json.slice(i, end);
-      extra += jsonbNumberText(token).length - token.length;
-      i = end - 1;
-    }
+  // Strings are matched whole so that digits inside them are skipped; only exponent numbers are left to count.
+  for (const [token] of json.matchAll(STRING_OR_EXPONENT_NUMBER)) {
+    if (token.charCodeAt(0) !== 34) extra += jsonbNumberLength(token) - token.length;
   }
   return Buffer.byteLength(json) + extra;
 }
 
+const STRING_OR_EXPONENT_NUMBER = /"(?:[^"\\]|\\.)*"|-?\d(?:\.\d+)?e[+-]?\d+/g;
+
 /**
- * How Postgres prints a JSON number it stored as numeric: plain decimal notation, with as many fraction digits
- * as the input's scale (fraction digits minus the exponent). Only JS's exponent form ("d[.ddd]e±n", one integer
- * digit) needs expanding; every other JSON.stringify number prints unchanged.
+ * The length of a JSON number as Postgres prints it back from numeric: plain decimal notation, with as many
+ * fraction digits as the input's scale (fraction digits minus the exponent). Only JS's exponent form
+ * ("d[.ddd]e±n", one integer digit) changes; every other JSON.stringify number prints unchanged.
  */
-export function jsonbNumberText(token: string): string {
-  const match = /^(-?)(\d)(?:\.(\d+))?e([+-]?\d+)$/i.exec(token);
-  if (match === null) return token;
-  const [, sign = "", integer = "", fraction = "", exponentText = "0"] = match;
-  const exponent = Number(exponentText);
-  const digits = integer + fraction;
-  // The decimal point sits after digit (1 + exponent) of `digits`, padded with zeros on whichever side.
-  const point = 1 + exponent;
-  if (point <= 0) return `${sign}0.${"0".repeat(-point)}${digits}`;
-  if (point >= digits.length) return `${sign}${digits}${"0".repeat(point - digits.length)}`;
-  return `${sign}${digits.slice(0, point)}.${digits.slice(point)}`;
+export function jsonbNumberLength(token: string): number {
+  const match = /^(-?)\d(?:\.(\d+))?e([+-]?\d+)$/.exec(token);
+  if (match === null) return token.length;
+  const [, sign = "", fraction = "", exponent = "0"] = match;
+  const digits = 1 + fraction.length;
+  // The decimal point sits after digit (1 + exponent) of the digits, padded with zeros on whichever side.
+  const point = 1 + Number(exponent);
+  if (point <= 0) return sign.length + 2 - point + digits; // 0.000ddd
+  if (point >= digits) return sign.length + point; // ddd000
+  return sign.length + digits + 1; // dd.d
 }
