@@ -137,6 +137,30 @@ describe("relay Lambda handler: settings that cannot work fail the invocation", 
   });
 });
 
+describe("relay Lambda handler: the queue check", () => {
+  it("fails while SQS cannot be reached, and checks again on the next invocation", async () => {
+    const fake = await startFakeSqs();
+    try {
+      const queueUrl = await createFifoQueue(sqsClient(fake.url), "unreachable");
+      const { handler } = await coldStart({ OUTBOX_QUEUE_URL: queueUrl, AWS_ENDPOINT_URL: fake.url });
+      await db.pool.query("delete from outbox_events");
+      await enqueue(db.pool, anEvent());
+      fake.down("reset");
+
+      const first = handler(scheduledEvent, lambdaContext(2_500));
+      await expect(first).rejects.toMatchObject({ name: "QueueCheckError" });
+      await expect(first).rejects.toThrow(/cannot reach SQS at http:\/\/127\.0\.0\.1:\d+/);
+      fake.up();
+      const second = await handler(scheduledEvent, lambdaContext(2_500));
+
+      expect(second.published).toBe(1);
+    } finally {
+      process.env.AWS_ENDPOINT_URL = inject("awsEndpoint");
+      await fake.close();
+    }
+  });
+});
+
 describe("relay Lambda handler: an invocation that made no progress fails", () => {
   it("fails, naming the cause, when every claimed event failed to publish", async () => {
     const fake = await startFakeSqs();
