@@ -52,6 +52,43 @@ outbox_events autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1
 outbox_dead_letters:  SELECT id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, last_error, created_at, dead_lettered_at FROM outbox_events WHERE dead_lettered_at IS NOT NULL;
 
 -- functions
+CREATE OR REPLACE FUNCTION public.outbox_aggregate_lock_key(aggregate_type text, aggregate_id text)
+ RETURNS bigint
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  select pg_catalog.hashtextextended(aggregate_id,
+    pg_catalog.hashtextextended(aggregate_type, pg_catalog.hashtextextended('"public"."outbox_events"', 0)))
+$function$
+CREATE OR REPLACE FUNCTION public.outbox_commit_order()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+      begin
+        perform pg_advisory_xact_lock("public"."outbox_aggregate_lock_key"(new.aggregate_type, new.aggregate_id));
+        new.seq := nextval('public.outbox_events_seq_seq'::regclass);
+        return new;
+      end;
+      $function$
+CREATE OR REPLACE FUNCTION public.outbox_lock_aggregates(aggregate_types text[], aggregate_ids text[])
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+declare
+  key bigint;
+begin
+  for key in
+    select distinct "public"."outbox_aggregate_lock_key"(a.aggregate_type, a.aggregate_id)
+    from unnest(aggregate_types, aggregate_ids) as a(aggregate_type, aggregate_id)
+    order by 1
+  loop
+    perform pg_advisory_xact_lock(key);
+  end loop;
+  return true;
+end;
+$function$
 CREATE OR REPLACE FUNCTION public.outbox_notify()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -63,4 +100,5 @@ end;
 $function$
 
 -- triggers
+CREATE TRIGGER outbox_commit_order BEFORE INSERT ON public.outbox_events FOR EACH ROW EXECUTE FUNCTION outbox_commit_order()
 CREATE TRIGGER outbox_notify AFTER INSERT ON public.outbox_events FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify()

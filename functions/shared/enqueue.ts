@@ -16,7 +16,7 @@ import {
 
 export interface OutboxEvent<TPayload = unknown> {
   aggregateType: string;
-  /** Becomes the SQS MessageGroupId: events of one aggregate are delivered in the order they were enqueued. */
+  /** Becomes the SQS MessageGroupId: events of one aggregate are delivered in the order they committed. */
   aggregateId: string;
   eventType: string;
   payload: TPayload;
@@ -28,6 +28,7 @@ export interface OutboxEvent<TPayload = unknown> {
 
 export interface EnqueuedEvent {
   id: string;
+  /** The order key: within one aggregate it increases in commit order (the database enforces it, migration 0005). */
   seq: bigint;
 }
 
@@ -82,12 +83,18 @@ export async function enqueue<T>(
   if (rows.length === 0) return [];
 
   // One round trip for any number of events. Ids are generated here so results can be matched by id rather
-  // than trusting RETURNING order; `order by ord` makes identity values follow the array order.
+  // than trusting RETURNING order; `order by ord` makes the trigger assign seq in the array order.
+  // The table's commit-order trigger (migration 0005) locks each row's aggregate before giving it a seq. Taking
+  // those locks row by row in the caller's order could deadlock with a transaction writing the same aggregates
+  // in another order, so a call with several aggregates first locks them all in one canonical order: the
+  // uncorrelated subquery runs once, as an InitPlan, before the first row reaches the trigger.
+  const aggregates = distinctAggregates(rows);
   const { rows: inserted } = await db.query<{ id: string; seq: string }>(
     `insert into ${names.qualified} (id, aggregate_type, aggregate_id, event_type, payload, headers, available_at)
      select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, coalesce(e.available_at, now())
      from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::timestamptz[])
           with ordinality as e(id, aggregate_type, aggregate_id, event_type, payload, headers, available_at, ord)
+     where (select ${names.related("lock_aggregates")}($8::text[], $9::text[]))
      order by e.ord
      returning id, seq`,
     [
@@ -98,11 +105,28 @@ export async function enqueue<T>(
       rows.map((row) => row.payloadJson),
       rows.map((row) => row.headersJson),
       rows.map((row) => row.availableAt),
+      aggregates.map((aggregate) => aggregate.type),
+      aggregates.map((aggregate) => aggregate.id),
     ],
   );
   const seqById = new Map(inserted.map((row) => [row.id, BigInt(row.seq)]));
   const result = rows.map((row) => ({ id: row.id, seq: seqById.get(row.id) ?? missing(row.id) }));
   return many ? result : (result[0] as EnqueuedEvent);
+}
+
+/**
+ * The call's aggregates when there are several (none for one: the trigger's own lock is then the only one taken,
+ * and a single lock cannot be taken out of order).
+ */
+function distinctAggregates(rows: readonly ValidRow[]): { type: string; id: string }[] {
+  const byKey = new Map<string, { type: string; id: string }>();
+  for (const row of rows) {
+    byKey.set(JSON.stringify([row.aggregateType, row.aggregateId]), {
+      type: row.aggregateType,
+      id: row.aggregateId,
+    });
+  }
+  return byKey.size > 1 ? [...byKey.values()] : [];
 }
 
 function missing(id: string): never {
