@@ -17,6 +17,15 @@ export interface ProducerLoad {
   eventsPerTransaction: number;
   /** Pace across all writers; spreads the writing over the faults instead of front-loading it. */
   eventsPerSecond: number;
+  /**
+   * Writers that do not serialize their writes per aggregate (the order issue): every writer draws aggregates
+   * at random from all of them and locks nothing. Even-numbered writers use the write API with several
+   * aggregates per transaction; odd-numbered ones insert with plain SQL, one aggregate per transaction, like a
+   * service written in another language. The database's commit-order trigger has to order them.
+   */
+  unserialized?: boolean;
+  /** A random pause of up to this many ms between a transaction's INSERT and its COMMIT (load shaping). */
+  maxHoldMs?: number;
 }
 
 export interface ProducerStats {
@@ -28,6 +37,30 @@ export interface ProducerStats {
 }
 
 const RETRY_PAUSE_MS = 50;
+
+type Insert = (
+  client: pg.PoolClient,
+  events: OutboxEvent<unknown>[],
+) => Promise<{ id: string; seq: bigint }[]>;
+
+/** One aggregate's events in one INSERT, without the write API (so RETURNING's row order does not matter). */
+async function insertPlainSql(client: pg.PoolClient, events: OutboxEvent<unknown>[]) {
+  const { rows } = await client.query<{ id: string; seq: string }>(
+    `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload)
+     select e.aggregate_type, e.aggregate_id, e.event_type, e.payload
+     from unnest($1::text[], $2::text[], $3::text[], $4::jsonb[]) with ordinality
+          as e(aggregate_type, aggregate_id, event_type, payload, ord)
+     order by e.ord
+     returning id, seq`,
+    [
+      events.map((event) => event.aggregateType),
+      events.map((event) => event.aggregateId),
+      events.map((event) => event.eventType),
+      events.map((event) => JSON.stringify(event.payload)),
+    ],
+  );
+  return rows.map((row) => ({ id: row.id, seq: BigInt(row.seq) }));
+}
 const GIVE_UP_MS = 60_000;
 
 /**
@@ -76,12 +109,18 @@ export class Producers {
   }
 
   async #write(writer: number, count: number, started: number) {
-    const { aggregates, writers, eventsPerTransaction, eventsPerSecond } = this.#load;
+    const { aggregates, writers, eventsPerTransaction, eventsPerSecond, unserialized } = this.#load;
     const ownAggregates = Math.ceil((aggregates - writer) / writers);
+    const plainSql = unserialized === true && writer % 2 === 1;
     for (let n = 0; n < count; n += eventsPerTransaction) {
       const events: OutboxEvent<unknown>[] = [];
+      const transactionAggregate = Math.floor(Math.random() * aggregates);
       for (let i = n; i < Math.min(count, n + eventsPerTransaction); i++) {
-        const aggregate = writer + writers * (i % ownAggregates);
+        const aggregate = plainSql
+          ? transactionAggregate
+          : unserialized
+            ? Math.floor(Math.random() * aggregates)
+            : writer + writers * (i % ownAggregates);
         events.push({
           aggregateType: "order",
           aggregateId: `order-${aggregate}`,
@@ -93,11 +132,11 @@ export class Producers {
       const dueAt = started + ((n * writers) / eventsPerSecond) * 1000;
       const wait = dueAt - performance.now();
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      this.written.push(...(await this.#commit(events)));
+      this.written.push(...(await this.#commit(events, plainSql ? insertPlainSql : enqueue)));
     }
   }
 
-  async #commit(events: OutboxEvent<unknown>[]): Promise<WrittenEvent[]> {
+  async #commit(events: OutboxEvent<unknown>[], insert: Insert): Promise<WrittenEvent[]> {
     const giveUpAt = Date.now() + GIVE_UP_MS;
     for (;;) {
       let inserted: { id: string; seq: bigint }[] | undefined;
@@ -105,7 +144,9 @@ export class Producers {
       try {
         client = await this.#pool.connect();
         await client.query("begin");
-        inserted = await enqueue(client, events);
+        inserted = await insert(client, events);
+        const holdMs = Math.random() * (this.#load.maxHoldMs ?? 0);
+        if (holdMs > 0) await new Promise((resolve) => setTimeout(resolve, holdMs));
         await client.query("commit");
         client.release();
         this.stats.transactions++;

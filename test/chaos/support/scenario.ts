@@ -34,6 +34,8 @@ export interface ChaosScenario {
   relays: number;
   /** Relay environment overrides (RELAY_*, CHAOS_INVOCATION_MS). */
   relayEnv?: Record<string, string>;
+  /** How the producers write (the event count stays the profile's). */
+  producers?: Pick<ProducerLoad, "aggregates" | "unserialized" | "maxHoldMs">;
   /** Injects the faults while producers write and relays run; resolves when the last fault is over. */
   chaos(context: ChaosContext): Promise<void>;
 }
@@ -95,7 +97,7 @@ export async function runChaosScenario(
   fake: FakeSqs,
   scenario: ChaosScenario,
 ): Promise<ChaosReport> {
-  const load = chaosLoad();
+  const load = { ...chaosLoad(), ...scenario.producers };
   fake.resetFaults();
   fake.up();
   fake.resetStats();
