@@ -3,6 +3,7 @@ import type { PhaseTotals } from "./lib/roundProfile.ts";
 import type { Repeated } from "./lib/stats.ts";
 import { markdownTable, formatNumber as n, verdict } from "./lib/table.ts";
 import type { ClaimAtScale } from "./measures/claimAtScale.ts";
+import { type EnqueueResults, enqueueTable } from "./measures/enqueueThroughput.ts";
 import type { LatencyRun } from "./measures/latency.ts";
 import type { PurgeInterferenceRun } from "./measures/purgeInterference.ts";
 import type { RelayBundle } from "./measures/relayBundle.ts";
@@ -51,6 +52,7 @@ export interface BenchResults {
   purge?: { publishedRows: number; backlogEvents: number; runs: PurgeInterferenceRun[] };
   relayProfile?: RelayProfile;
   bundle?: RelayBundle;
+  enqueue?: EnqueueResults;
 }
 
 const tuningLabel = (t: RelayTuning) =>
@@ -286,5 +288,6 @@ export function markdownReport(r: BenchResults): string {
   ];
   if (r.relayZeroLatency || r.relay20ms) sections.push("### Where a relay round's time goes", phaseTable(r));
   if (r.relayProfile) sections.push("### Where the relay thread's CPU goes", profileTable(r.relayProfile));
+  if (r.enqueue) sections.push("### Enqueue with the order guarantee", enqueueTable(r.enqueue));
   return sections.join("\n\n");
 }

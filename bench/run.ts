@@ -12,6 +12,7 @@ import { startBenchSqsEndpoint } from "./lib/sqsEndpoint.ts";
 import { repeated } from "./lib/stats.ts";
 import { measureClaimAtScale } from "./measures/claimAtScale.ts";
 import { measureDbLimit } from "./measures/dbLimit.ts";
+import { type EnqueueShape, measureEnqueueGuards } from "./measures/enqueueThroughput.ts";
 import { measureLatency } from "./measures/latency.ts";
 import { measurePurgeInterference } from "./measures/purgeInterference.ts";
 import { measureRelayBundle } from "./measures/relayBundle.ts";
@@ -53,6 +54,12 @@ const STEADY_LOAD = { eventsPerSecond: 300, durationMs: 8_000, aggregates: 1_000
 const PUBLISHED_ROWS = 1_000_000;
 const CLAIM_PENDING: BacklogShape = { events: 10_000, aggregates: 1_000 };
 const PURGE_BACKLOG: BacklogShape = { events: 20_000, aggregates: 1_000 };
+/** Many writers on many aggregates (the target's case) and the same writers all on one hot aggregate. */
+const ENQUEUE_SHAPES: EnqueueShape[] = [
+  { name: "many aggregates", writers: 16, aggregates: 10_000 },
+  { name: "hot aggregate", writers: 16, aggregates: 1 },
+];
+const ENQUEUE_DURATION_MS = 5_000;
 
 const PARTS = [
   "throughput",
@@ -63,6 +70,7 @@ const PARTS = [
   "claim",
   "purge",
   "bundle",
+  "enqueue",
 ] as const;
 type Part = (typeof PARTS)[number];
 
@@ -191,6 +199,17 @@ try {
       AWS_ACCESS_KEY_ID: "test",
       AWS_SECRET_ACCESS_KEY: "test",
     });
+  }
+  if (runs("enqueue")) {
+    log("(8) enqueue throughput with and without the commit-order trigger");
+    results.enqueue = await measureEnqueueGuards(
+      db.server.url,
+      db.pool,
+      ENQUEUE_SHAPES,
+      REPEATS,
+      ENQUEUE_DURATION_MS,
+      meter,
+    );
   }
 } finally {
   await endpoint.close();

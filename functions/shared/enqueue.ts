@@ -87,14 +87,17 @@ export async function enqueue<T>(
   // The table's commit-order trigger (migration 0005) locks each row's aggregate before giving it a seq. Taking
   // those locks row by row in the caller's order could deadlock with a transaction writing the same aggregates
   // in another order, so a call with several aggregates first locks them all in one canonical order: the
-  // uncorrelated subquery runs once, as an InitPlan, before the first row reaches the trigger.
+  // uncorrelated subquery runs once, as an InitPlan, before the first row reaches the trigger. A call with one
+  // aggregate skips it (one lock cannot be taken out of order), so the common single-event call pays nothing.
   const aggregates = distinctAggregates(rows);
+  const gate =
+    aggregates.length > 1 ? `where (select ${names.related("lock_aggregates")}($8::text[], $9::text[]))` : "";
   const { rows: inserted } = await db.query<{ id: string; seq: string }>(
     `insert into ${names.qualified} (id, aggregate_type, aggregate_id, event_type, payload, headers, available_at)
      select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, coalesce(e.available_at, now())
      from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::timestamptz[])
           with ordinality as e(id, aggregate_type, aggregate_id, event_type, payload, headers, available_at, ord)
-     where (select ${names.related("lock_aggregates")}($8::text[], $9::text[]))
+     ${gate}
      order by e.ord
      returning id, seq`,
     [
@@ -105,8 +108,9 @@ export async function enqueue<T>(
       rows.map((row) => row.payloadJson),
       rows.map((row) => row.headersJson),
       rows.map((row) => row.availableAt),
-      aggregates.map((aggregate) => aggregate.type),
-      aggregates.map((aggregate) => aggregate.id),
+      ...(aggregates.length > 1
+        ? [aggregates.map((aggregate) => aggregate.type), aggregates.map((aggregate) => aggregate.id)]
+        : []),
     ],
   );
   const seqById = new Map(inserted.map((row) => [row.id, BigInt(row.seq)]));
@@ -114,10 +118,7 @@ export async function enqueue<T>(
   return many ? result : (result[0] as EnqueuedEvent);
 }
 
-/**
- * The call's aggregates when there are several (none for one: the trigger's own lock is then the only one taken,
- * and a single lock cannot be taken out of order).
- */
+/** The call's distinct aggregates when there are several; none when every event is of one aggregate. */
 function distinctAggregates(rows: readonly ValidRow[]): { type: string; id: string }[] {
   const byKey = new Map<string, { type: string; id: string }>();
   for (const row of rows) {
