@@ -72,6 +72,10 @@ begin
 end;
 $$;
 
+-- Rows inserted already published or dead-lettered (imports of history, backfills, test fixtures) are never
+-- published as they are, so their order against concurrent writers cannot matter: they skip the lock, which
+-- keeps a bulk import of many aggregates from needing one lock-table slot per aggregate (see the lock table
+-- note in docs/operations.md). Every row still takes its seq here.
 -- The trigger function names the identity sequence itself (resolved once per session by plpgsql's plan cache);
 -- its name depends on the table's, so it is looked up here.
 -- SECURITY DEFINER because nextval() checks privileges on the sequence, which the identity default never did: a
@@ -84,7 +88,9 @@ begin
       create function {{related:commit_order}}() returns trigger
       language plpgsql security definer set search_path = pg_catalog, pg_temp as $body$
       begin
-        perform pg_advisory_xact_lock({{related:aggregate_lock_key}}(new.aggregate_type, new.aggregate_id));
+        if new.processed_at is null and new.dead_lettered_at is null then
+          perform pg_advisory_xact_lock({{related:aggregate_lock_key}}(new.aggregate_type, new.aggregate_id));
+        end if;
         new.seq := nextval(%L::regclass);
         return new;
       end;

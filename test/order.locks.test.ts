@@ -35,6 +35,13 @@ async function twoAggregatesByLockKey(): Promise<{ low: string; high: string }> 
   return rows[0]?.a_first ? { low: a, high: b } : { low: b, high: a };
 }
 
+async function advisoryLocksHeld(client: pg.PoolClient): Promise<number> {
+  const { rows } = await client.query<{ n: number }>(
+    "select count(*)::integer as n from pg_locks where pid = pg_backend_pid() and locktype = 'advisory'",
+  );
+  return rows[0]?.n ?? -1;
+}
+
 afterAll(async () => {
   await Promise.all(sessions.map((client) => client.end().catch(() => {})));
 });
@@ -78,6 +85,31 @@ describe("locks taken by the commit-order trigger", () => {
     expect(rows.map((row) => row.event_type)).toEqual(["a.1", "a.2", "b.1", "b.2"]);
     const seqs = [...insertedA, ...insertedB].map((event) => event.seq);
     expect(seqs).toEqual([...seqs].sort((x, y) => (x < y ? -1 : 1)));
+  });
+
+  it("locks the aggregate of every pending row, and none for rows inserted already published or dead-lettered", async () => {
+    const client = await db.pool.connect();
+    try {
+      await client.query("begin");
+      await client.query(
+        `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload, processed_at, dead_lettered_at)
+         select 'order', 'history-' || g, 'order.created', '{}',
+                case when g % 2 = 0 then now() end, case when g % 2 = 1 then now() end
+         from generate_series(1, 100) as g`,
+      );
+      const afterHistory = await advisoryLocksHeld(client);
+      await client.query(
+        `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload)
+         select 'order', 'pending-' || (g % 3), 'order.created', '{}' from generate_series(1, 9) as g`,
+      );
+      const afterPending = await advisoryLocksHeld(client);
+      await client.query("rollback");
+
+      expect(afterHistory).toBe(0);
+      expect(afterPending).toBe(3);
+    } finally {
+      client.release();
+    }
   });
 
   it("assigns seq itself: a producer's own seq value (overriding system value) is replaced by a later one", async () => {

@@ -67,7 +67,9 @@ CREATE OR REPLACE FUNCTION public.outbox_commit_order()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
       begin
-        perform pg_advisory_xact_lock("public"."outbox_aggregate_lock_key"(new.aggregate_type, new.aggregate_id));
+        if new.processed_at is null and new.dead_lettered_at is null then
+          perform pg_advisory_xact_lock("public"."outbox_aggregate_lock_key"(new.aggregate_type, new.aggregate_id));
+        end if;
         new.seq := nextval('public.outbox_events_seq_seq'::regclass);
         return new;
       end;
