@@ -54,6 +54,11 @@ const SIZE_PROBE_DATE = new Date(0);
  * Writes events to the outbox with the caller's connection, so they commit or roll back with the caller's
  * business rows. Everything is validated before the single INSERT: a bad event throws a ValidationError
  * naming the field and leaves the caller's transaction usable and nothing written.
+ *
+ * The insert locks each event's aggregate until the caller's transaction ends (migration 0005), so `seq` follows
+ * commit order: it waits while another open transaction holds one of them. One call never deadlocks with another
+ * (several aggregates are locked in one canonical order), but a transaction that enqueues in several calls can:
+ * Postgres then fails one statement with the pg error code "40P01" and the caller retries the transaction.
  */
 export async function enqueue<T>(
   db: Queryable,
