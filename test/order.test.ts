@@ -7,7 +7,7 @@ import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { waitFor } from "./chaos/support/waitFor.ts";
 import { type CommittedEvent, checkCommitOrder } from "./support/commitOrder.ts";
 import { type TestDatabase, useTestDatabase } from "./support/db.ts";
-import { testRelayOptions } from "./support/relay.ts";
+import { drain, testRelayOptions } from "./support/relay.ts";
 import { createFifoQueue } from "./support/sqs.ts";
 
 // Two databases cloned from the migrated template: one as migrated, one with the commit-order trigger disabled
@@ -178,6 +178,28 @@ async function pendingCount(observer: Producer): Promise<number> {
 const RACES = AGGREGATES * RACES_PER_AGGREGATE;
 const ROLLED_BACK =
   AGGREGATES * Array.from({ length: RACES_PER_AGGREGATE }, (_, i) => i).filter(rollsBack).length;
+
+describe("the relay and the producers' aggregate locks", () => {
+  it("publishes an aggregate's committed events while a producer holds that aggregate in an open transaction", async () => {
+    const queueUrl = await createFifoQueue(sqs, "held");
+    await guarded.pool.query(
+      `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload)
+       values ('order', 'held-1', 'order.created', '{}'), ('order', 'held-1', 'order.paid', '{}')`,
+    );
+    const producer = await connect(guarded.url);
+    try {
+      await producer.client.query("begin");
+      await insertEvent(producer, "held-1"); // holds held-1's lock until rollback
+
+      const summary = await drain(guarded.pool, sqs, testRelayOptions(queueUrl));
+
+      expect(summary.published).toBe(2);
+    } finally {
+      await producer.client.query("rollback");
+      await producer.client.end();
+    }
+  });
+});
 
 describe("per-aggregate order of unserialized producers, through the relay to SQS", () => {
   it("with migration 0005: the second writer waits, and delivery order is commit order with seq increasing", async () => {
