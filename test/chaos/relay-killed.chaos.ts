@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
-import { expectSurvived, useChaosEnvironment, within } from "./support/chaosSuite.ts";
+import { expectSurvived, useChaosEnvironment } from "./support/chaosSuite.ts";
+import { killRelaysMidBatch } from "./support/killMidBatch.ts";
 import { CHAOS_ROWS_IN_FLIGHT_PER_RELAY, runChaosScenario } from "./support/scenario.ts";
 
 const env = useChaosEnvironment();
@@ -10,30 +11,7 @@ it("relay SIGKILLed mid-batch and restarted, three times: nothing lost, order ke
     name: "relay-sigkill",
     relays: 1,
     async chaos(ctx) {
-      for (const share of KILLS_AT) {
-        await ctx.waitFor(
-          `${share * 100}% delivered`,
-          () => ctx.delivered() >= ctx.load.events * share,
-          60_000,
-        );
-        // The kill lands inside a SendMessageBatch: the endpoint accepts the batch (the body is already in), the
-        // relay never hears back and never records it; its transaction dies with the process.
-        let endFault = () => {};
-        const killed = new Promise<void>((resolve) => {
-          ctx.fake.setFaults({
-            latencyMs: (action) => {
-              if (action !== "SendMessageBatch") return 0;
-              ctx.fake.setFaults({ latencyMs: 0 });
-              endFault = ctx.beginFault("relay SIGKILLed mid-batch, then restarted");
-              void ctx.fleet.killOne().then(resolve);
-              return 0;
-            },
-          });
-        });
-        await within("the relay to be killed mid-batch", 30_000, killed);
-        await ctx.fleet.start();
-        endFault();
-      }
+      await killRelaysMidBatch(ctx, KILLS_AT, "relay SIGKILLed mid-batch, then restarted", 60_000);
     },
   });
 

@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
-import { expectSurvived, useChaosEnvironment, within } from "./support/chaosSuite.ts";
+import { expectSurvived, useChaosEnvironment } from "./support/chaosSuite.ts";
+import { killRelaysMidBatch } from "./support/killMidBatch.ts";
 import { CHAOS_ROWS_IN_FLIGHT_PER_RELAY, runChaosScenario } from "./support/scenario.ts";
 
 const env = useChaosEnvironment();
@@ -16,29 +17,7 @@ it("unserialized producers racing on shared aggregates, three relays, two SIGKIL
     // before COMMIT, so without the commit-order trigger a later seq often commits, and is published, first.
     producers: { aggregates: AGGREGATES, unserialized: true, maxHoldMs: 20 },
     async chaos(ctx) {
-      for (const share of KILLS_AT) {
-        await ctx.waitFor(
-          `${share * 100}% delivered`,
-          () => ctx.delivered() >= ctx.load.events * share,
-          120_000,
-        );
-        // Killed inside a SendMessageBatch that the endpoint accepts: the batch is re-sent by another relay.
-        let endFault = () => {};
-        const killed = new Promise<void>((resolve) => {
-          ctx.fake.setFaults({
-            latencyMs: (action) => {
-              if (action !== "SendMessageBatch") return 0;
-              ctx.fake.setFaults({ latencyMs: 0 });
-              endFault = ctx.beginFault("a relay SIGKILLed mid-batch, then restarted");
-              void ctx.fleet.killOne().then(resolve);
-              return 0;
-            },
-          });
-        });
-        await within("a relay to be killed mid-batch", 30_000, killed);
-        await ctx.fleet.start();
-        endFault();
-      }
+      await killRelaysMidBatch(ctx, KILLS_AT, "a relay SIGKILLed mid-batch, then restarted", 120_000);
     },
   });
 
