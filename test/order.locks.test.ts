@@ -1,29 +1,22 @@
 import { randomBytes } from "node:crypto";
-import pg from "pg";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue } from "../functions/shared/enqueue.ts";
 import { waitFor } from "./chaos/support/waitFor.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
+import { openSession, type Session, waitsOnLock } from "./support/sessions.ts";
 
 const db = useTestDatabase();
 const sessions: pg.Client[] = [];
 
-async function session(url = db.url): Promise<{ client: pg.Client; pid: number }> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  sessions.push(client);
-  const { rows } = await client.query<{ pid: number }>("select pg_backend_pid() as pid");
-  return { client, pid: rows[0]?.pid as number };
+async function session(url = db.url): Promise<Session> {
+  const opened = await openSession(url);
+  sessions.push(opened.client);
+  return opened;
 }
 
-async function waitsOnLock(pid: number): Promise<boolean> {
-  const { rows } = await db.pool.query<{ waiting: boolean }>(
-    "select exists (select 1 from pg_locks where pid = $1 and not granted) as waiting",
-    [pid],
-  );
-  return rows[0]?.waiting === true;
-}
+const waiting = (pid: number) => waitsOnLock(db.pool, pid);
 
 /** Two aggregates named so that `low`'s lock key sorts before `high`'s: the canonical order locks low first. */
 async function twoAggregatesByLockKey(): Promise<{ low: string; high: string }> {
@@ -63,13 +56,13 @@ describe("locks taken by the commit-order trigger", () => {
       anEvent({ aggregateId: low, eventType: "a.1" }),
       anEvent({ aggregateId: high, eventType: "a.2" }),
     ]);
-    await waitFor("call A to wait for the blocker", () => waitsOnLock(a.pid), 10_000);
+    await waitFor("call A to wait for the blocker", () => waiting(a.pid), 10_000);
     await b.client.query("begin");
     const callB = enqueue(b.client, [
       anEvent({ aggregateId: high, eventType: "b.1" }),
       anEvent({ aggregateId: low, eventType: "b.2" }),
     ]);
-    await waitFor("call B to wait", () => waitsOnLock(b.pid), 10_000);
+    await waitFor("call B to wait", () => waiting(b.pid), 10_000);
     await blocker.client.query("commit");
 
     const insertedA = await callA;
@@ -147,8 +140,8 @@ describe("locks taken by the commit-order trigger", () => {
 });
 
 describe("what the caller of several enqueue calls in opposite orders sees", () => {
-  let first: { client: pg.Client; pid: number };
-  let second: { client: pg.Client; pid: number };
+  let first: Session;
+  let second: Session;
   beforeAll(async () => {
     first = await session();
     second = await session();
@@ -164,7 +157,7 @@ describe("what the caller of several enqueue calls in opposite orders sees", () 
       () => "ok",
       (error: { code?: string }) => error.code,
     );
-    await waitFor("the first transaction to wait for the second", () => waitsOnLock(first.pid), 10_000);
+    await waitFor("the first transaction to wait for the second", () => waiting(first.pid), 10_000);
     const secondNext = enqueue(second.client, anEvent({ aggregateId: low })).then(
       () => "ok",
       (error: { code?: string }) => error.code,

@@ -1,5 +1,4 @@
 import { SQSClient } from "@aws-sdk/client-sqs";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runRelay } from "../functions/shared/relay.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
@@ -8,6 +7,7 @@ import { waitFor } from "./chaos/support/waitFor.ts";
 import { type CommittedEvent, checkCommitOrder } from "./support/commitOrder.ts";
 import { type TestDatabase, useTestDatabase } from "./support/db.ts";
 import { drain, testRelayOptions } from "./support/relay.ts";
+import { openSession, type Session, waitsOnLock } from "./support/sessions.ts";
 import { createFifoQueue } from "./support/sqs.ts";
 
 // Two databases cloned from the migrated template: one as migrated, one with the commit-order trigger disabled
@@ -31,11 +31,6 @@ const AGGREGATES = 4;
 const RACES_PER_AGGREGATE = 6;
 /** Every third race the first producer rolls back instead of committing: the second must still go through. */
 const rollsBack = (race: number) => race % 3 === 2;
-
-interface Producer {
-  client: pg.Client;
-  pid: number;
-}
 
 interface ScenarioResult {
   /** Per aggregate, in commit order. */
@@ -63,13 +58,13 @@ async function runScenario(db: TestDatabase): Promise<ScenarioResult> {
     { pool: db.pool, sqs, deadline: Date.now() + 120_000, signal: stopRelay.signal },
     testRelayOptions(queueUrl, { mode: "dwell", parallelRounds: 2, idlePollMinMs: 1, idlePollMaxMs: 20 }),
   );
-  const observer = await connect(db.url);
+  const observer = await openSession(db.url);
   const result: ScenarioResult = { committed: [], secondWaited: 0, secondInserted: 0, deliveries: [] };
   try {
     const perAggregate = await Promise.all(
       Array.from({ length: AGGREGATES }, async (_, index) => {
         const aggregateId = `shared-${index}`;
-        const [first, second] = [await connect(db.url), await connect(db.url)];
+        const [first, second] = [await openSession(db.url), await openSession(db.url)];
         const committed: CommittedEvent[] = [];
         try {
           for (let race = 0; race < RACES_PER_AGGREGATE; race++) {
@@ -101,9 +96,9 @@ async function runScenario(db: TestDatabase): Promise<ScenarioResult> {
 }
 
 async function raceOnce(
-  observer: Producer,
-  first: Producer,
-  second: Producer,
+  observer: Session,
+  first: Session,
+  second: Session,
   aggregateId: string,
   firstRollsBack: boolean,
 ): Promise<{ committed: CommittedEvent[]; secondWaited: boolean }> {
@@ -120,7 +115,7 @@ async function raceOnce(
     "producer 2's INSERT to return or to wait on a lock",
     async () => {
       if (secondEvent !== undefined) return true;
-      secondWaited = await waitsOnLock(observer, second.pid);
+      secondWaited = await waitsOnLock(observer.client, second.pid);
       return secondWaited;
     },
     10_000,
@@ -141,14 +136,7 @@ async function raceOnce(
   return { committed: [...firstCommitted, event], secondWaited };
 }
 
-async function connect(url: string): Promise<Producer> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  const { rows } = await client.query<{ pid: number }>("select pg_backend_pid() as pid");
-  return { client, pid: rows[0]?.pid as number };
-}
-
-async function insertEvent(producer: Producer, aggregateId: string): Promise<CommittedEvent> {
+async function insertEvent(producer: Session, aggregateId: string): Promise<CommittedEvent> {
   const { rows } = await producer.client.query<{ id: string; seq: string }>(
     `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload)
      values ('order', $1, 'order.changed', jsonb_build_object('pid', pg_backend_pid()))
@@ -160,15 +148,7 @@ async function insertEvent(producer: Producer, aggregateId: string): Promise<Com
   return { id: row.id, seq: BigInt(row.seq), aggregateId };
 }
 
-async function waitsOnLock(observer: Producer, pid: number): Promise<boolean> {
-  const { rows } = await observer.client.query<{ waiting: boolean }>(
-    "select exists (select 1 from pg_locks where pid = $1 and not granted) as waiting",
-    [pid],
-  );
-  return rows[0]?.waiting === true;
-}
-
-async function pendingCount(observer: Producer): Promise<number> {
+async function pendingCount(observer: Session): Promise<number> {
   const { rows } = await observer.client.query<{ n: number }>(
     "select count(*)::integer as n from outbox_events where processed_at is null and dead_lettered_at is null",
   );
@@ -186,7 +166,7 @@ describe("the relay and the producers' aggregate locks", () => {
       `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload)
        values ('order', 'held-1', 'order.created', '{}'), ('order', 'held-1', 'order.paid', '{}')`,
     );
-    const producer = await connect(guarded.url);
+    const producer = await openSession(guarded.url);
     try {
       await producer.client.query("begin");
       await insertEvent(producer, "held-1"); // holds held-1's lock until rollback
