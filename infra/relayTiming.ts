@@ -12,9 +12,24 @@ export const HANDLER_SLACK_MS = 5_000;
 /** Lambda's hard ceiling on one invocation. */
 export const LAMBDA_MAX_TIMEOUT_SECONDS = 900;
 
+/**
+ * How far a scheduled tick may land from its nominal time. EventBridge rules (and Scheduler with its flexible
+ * window off) fire "within the minute" of the scheduled time, not on the second: a tick due at 12:00:00 may run
+ * at any moment of [12:00:00, 12:01:00). Two consecutive ticks can therefore be as close as 0 s (the first
+ * late, the second early) or as far apart as the interval plus 60 s.
+ */
+export const SCHEDULE_JITTER_SECONDS = 60;
+
+/** EventBridge accepts at most 5 targets per rule: the relay's ticks are one rule with `relays` targets. */
+export const MAX_RELAYS = 5;
+
 export interface RelayTimingInput {
   /** Seconds between two scheduled invocations (EventBridge rates are whole minutes). */
   scheduleSeconds: number;
+  /** How late or early a tick may fire, as the width of its window; default SCHEDULE_JITTER_SECONDS. */
+  jitterSeconds?: number;
+  /** Invocations started per tick (one rule, `relays` targets). Default 1. */
+  relays?: number;
   publishTimeoutMs?: number;
   statementTimeoutMs?: number;
   budgetMarginMs?: number;
@@ -27,29 +42,39 @@ export interface RelayTiming {
   maxDurationMs: number;
   /** The Lambda timeout. */
   timeoutSeconds: number;
-  /** Invocations that can be running at once; the relay's reserved concurrency. */
+  /** Invocations of one tick's target that can be running at once, jitter included. */
+  concurrencyPerRelay: number;
+  /** The relay's reserved concurrency: `relays` x concurrencyPerRelay. */
   reservedConcurrency: number;
+  /** The longest time between two consecutive ticks: interval + jitter. */
+  longestTickGapSeconds: number;
 }
 
 /**
- * Sizes the relay Lambda so that, in dwell mode, some invocation is always claiming rows (no minute without a
- * relay) while invocations never pile up. With the defaults (1-minute schedule, publish timeout 10 s, statement
- * timeout 5 s, margin 5 s):
+ * Sizes the relay Lambda so that, in dwell mode, some invocation is always claiming rows (no moment without a
+ * relay) while invocations never pile up, however late or early EventBridge fires a tick. With the defaults
+ * (1-minute schedule, jitter 60 s, publish timeout 10 s, statement timeout 5 s, margin 5 s):
  *
- * - A round needs a reserve of 10 + 2 x 5 = 20 s, so an invocation that dwells D seconds starts its last round
- *   at D - 20 s. For claiming to continue until the next tick (60 s later), D = 60 + 20 = 80 s
- *   (RELAY_MAX_DURATION_MS). A shorter D leaves a gap each minute in which new events wait for the next tick.
+ * - Tick k fires at 60k + e(k), e(k) in [0, 60). The next one starts at most 60 + 60 = 120 s later (tick k
+ *   early, tick k+1 late), so an invocation must keep starting rounds for 120 s.
+ * - A round needs a reserve of 10 + 2 x 5 = 20 s, so an invocation that dwells D seconds starts its last round at
+ *   D - 20 s. D = 120 + 20 = 140 s (RELAY_MAX_DURATION_MS). Without the jitter term (D = 80 s), a tick that fires
+ *   at 12:00:01 followed by one at 12:01:59 leaves 58 s in which nobody claims.
  * - The handler stops at min(start + D, deadline - margin). For D to be the binding limit, the timeout is
- *   D + margin + slack = 80 + 5 + 5 = 90 s. A round that starts at 60 s ends by 80 s at worst, well before 90 s.
- * - Invocation k runs in [60k, 60k + 90]: it overlaps the next one by at most 30 s and never the one after
- *   (90 < 120). So ceil(90 / 60) = 2 run at once at most: reserved concurrency 2 admits that one overlap, and a
- *   third invocation (something invoking the relay by hand, say) is throttled instead of piling up.
- *   Overlap is safe: rows are claimed with SKIP LOCKED and an aggregate's head is claimed by one relay only.
+ *   D + margin + slack = 140 + 5 + 5 = 150 s.
+ * - An invocation alive at time t started in (t - 150, t]; its tick was due in (t - 150 - 60, t], a window of
+ *   210 s that holds at most ceil(210 / 60) = 4 due times. So at most 4 run at once per target: reserved
+ *   concurrency 4 x relays admits every legal overlap, and anything beyond (someone invoking the relay by hand,
+ *   a duplicate delivery) is throttled, which the throttle alarm reports, instead of piling up. Overlap is
+ *   safe: rows are claimed with SKIP LOCKED and an aggregate's head is claimed by one relay only.
+ * - No early/late pair of ticks can exceed that: two ticks 0 s apart are two of the 4.
  */
 export function relayTiming(input: RelayTimingInput): RelayTiming {
   const publishTimeoutMs = input.publishTimeoutMs ?? DEFAULT_RELAY_OPTIONS.publishTimeoutMs;
   const statementTimeoutMs = input.statementTimeoutMs ?? DEFAULT_RELAY_OPTIONS.statementTimeoutMs;
   const budgetMarginMs = input.budgetMarginMs ?? DEFAULT_BUDGET_MARGIN_MS;
+  const jitterSeconds = input.jitterSeconds ?? SCHEDULE_JITTER_SECONDS;
+  const relays = input.relays ?? 1;
   if (
     !Number.isInteger(input.scheduleSeconds) ||
     input.scheduleSeconds < 60 ||
@@ -57,25 +82,113 @@ export function relayTiming(input: RelayTimingInput): RelayTiming {
   ) {
     throw new Error(`relay schedule must be a whole number of minutes, got ${input.scheduleSeconds} s`);
   }
+  if (!Number.isInteger(jitterSeconds) || jitterSeconds < 0 || jitterSeconds > input.scheduleSeconds) {
+    throw new Error(
+      `schedule jitter must be whole seconds from 0 to the schedule (${input.scheduleSeconds} s), got ${jitterSeconds}`,
+    );
+  }
+  if (!Number.isInteger(relays) || relays < 1 || relays > MAX_RELAYS) {
+    throw new Error(
+      `relays must be an integer from 1 to ${MAX_RELAYS} (EventBridge's targets per rule), got ${relays}`,
+    );
+  }
   const reserveMs = roundReserveMs({
     ...DEFAULT_RELAY_OPTIONS,
     queueUrl: "",
     publishTimeoutMs,
     statementTimeoutMs,
   });
-  const maxDurationMs = input.scheduleSeconds * 1000 + reserveMs;
+  const longestTickGapSeconds = input.scheduleSeconds + jitterSeconds;
+  const maxDurationMs = longestTickGapSeconds * 1000 + reserveMs;
   const timeoutSeconds = Math.ceil((maxDurationMs + budgetMarginMs + HANDLER_SLACK_MS) / 1000);
   if (timeoutSeconds > LAMBDA_MAX_TIMEOUT_SECONDS) {
     throw new Error(
-      `relay timeout would be ${timeoutSeconds} s (schedule ${input.scheduleSeconds} s + round reserve ` +
-        `${reserveMs} ms + margin ${budgetMarginMs} ms + slack): over Lambda's ${LAMBDA_MAX_TIMEOUT_SECONDS} s; ` +
-        "use a shorter schedule or shorter publish/statement timeouts",
+      `relay timeout would be ${timeoutSeconds} s (schedule ${input.scheduleSeconds} s + jitter ${jitterSeconds} s ` +
+        `+ round reserve ${reserveMs} ms + margin ${budgetMarginMs} ms + slack): over Lambda's ` +
+        `${LAMBDA_MAX_TIMEOUT_SECONDS} s; use a shorter schedule or shorter publish/statement timeouts`,
     );
   }
+  const concurrencyPerRelay = Math.ceil((timeoutSeconds + jitterSeconds) / input.scheduleSeconds);
   return {
     roundReserveMs: reserveMs,
     maxDurationMs,
     timeoutSeconds,
-    reservedConcurrency: Math.ceil(timeoutSeconds / input.scheduleSeconds),
+    concurrencyPerRelay,
+    reservedConcurrency: relays * concurrencyPerRelay,
+    longestTickGapSeconds,
   };
+}
+
+/**
+ * How many consecutive periods of `periodSeconds` with no invocation a "did not run" alarm waits for. The longest
+ * gap between two ticks (interval + jitter) fully covers at most ceil(gap / period) - 1 whole periods, so
+ * ceil(gap / period) empty periods cannot happen while the schedule works; one period more absorbs the minute or
+ * so CloudWatch may take to deliver a datapoint. Default schedule: ceil(120 / 60) + 1 = 3 minutes.
+ */
+export function silentPeriodsBeforeAlarm(longestTickGapSeconds: number, periodSeconds: number): number {
+  return Math.ceil(longestTickGapSeconds / periodSeconds) + 1;
+}
+
+/** 1 MiB. */
+export const MIB = 1_048_576;
+
+/**
+ * RELAY_BATCH_MAX_BYTES the construct sets when none is given: 64 MiB of payload per round. A full 100-row
+ * batch of 1 MiB messages (100 MiB) is cut at 64 rows, which still fills ~6 SendMessageBatch requests per group
+ * of 10 aggregates; smaller messages never reach the cap.
+ */
+export const DEFAULT_BATCH_MAX_BYTES = 64 * MIB;
+
+/**
+ * Memory the relay needs besides payloads: the Node 24 runtime, the 464 KiB bundle (SDK, pg, Powertools) and
+ * the heap they build at start are ~90 MB resident; 256 MB leaves the garbage collector room to work without
+ * thrashing.
+ */
+export const RELAY_BASE_MEMORY_MB = 256;
+
+/**
+ * Copies of a round's payload alive at its peak: pg's receive buffer holding the rows as they arrive (1x), and
+ * the `payload::text` strings it decodes from that buffer, which V8 stores as UTF-16 as soon as one character
+ * is outside Latin-1 (up to 2x). Message bodies are those same strings, and a SendMessageBatch body (at most
+ * 1 MiB, `concurrency` of them in flight) is small next to a round.
+ */
+export const PAYLOAD_COPIES = 3;
+
+export interface RelayMemoryInput {
+  /** RELAY_BATCH_MAX_BYTES: payload bytes one round may hold. */
+  batchMaxBytes: number;
+  /** RELAY_PARALLEL_ROUNDS: rounds in memory at once. */
+  parallelRounds: number;
+  /** RELAY_BATCH_SIZE. */
+  batchSize: number;
+  /** RELAY_MAX_MESSAGE_BYTES: no row larger than this is sent (larger ones are dead-lettered). */
+  maxMessageBytes: number;
+}
+
+export interface RelayMemory {
+  /** What one round can hold: min(batchMaxBytes, batchSize x maxMessageBytes). */
+  roundBytes: number;
+  /** The smallest memory size that fits every round in flight: base + copies x rounds x roundBytes. */
+  memoryMb: number;
+}
+
+/**
+ * The relay's memory, derived from its byte budget. With the defaults (64 MiB per round, 2 parallel rounds,
+ * batch 100, 1 MiB messages): a round holds min(64, 100 x 1) = 64 MiB; two rounds in flight at 3 copies each
+ * are 384 MiB; plus the 256 MB base that is 640 MB. (The old fixed 512 MB could not hold two rounds of 100
+ * rows of 1 MiB: 2 x 100 MiB of payload before any copy.) Rounded up to a multiple of 64 MB, within Lambda's
+ * 128-10,240 MB.
+ */
+export function relayMemory(input: RelayMemoryInput): RelayMemory {
+  const roundBytes = Math.min(input.batchMaxBytes, input.batchSize * input.maxMessageBytes);
+  const needed = RELAY_BASE_MEMORY_MB + (PAYLOAD_COPIES * input.parallelRounds * roundBytes) / MIB;
+  const memoryMb = Math.max(128, Math.ceil(needed / 64) * 64);
+  if (memoryMb > 10_240) {
+    throw new Error(
+      `the relay would need ${memoryMb} MB (${PAYLOAD_COPIES} x ${input.parallelRounds} parallel rounds x ` +
+        `${roundBytes} bytes per round + ${RELAY_BASE_MEMORY_MB} MB): over Lambda's 10,240 MB; lower ` +
+        "relay.batchMaxBytes or relay.parallelRounds",
+    );
+  }
+  return { roundBytes, memoryMb };
 }
