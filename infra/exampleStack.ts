@@ -5,6 +5,7 @@ import * as rds from "aws-cdk-lib/aws-rds";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as subscriptions from "aws-cdk-lib/aws-sns-subscriptions";
 import type { Construct, Node } from "constructs";
+import { secretRotationFunctionName } from "./alarms.ts";
 import { type OutboxDatabaseProps, OutboxRelay } from "./outboxRelay.ts";
 
 /** An existing database, named by context values (no account lookups: synth stays offline). */
@@ -90,12 +91,10 @@ export class OutboxExampleStack extends Stack {
   constructor(scope: Construct, id: string, props: OutboxExampleStackProps = {}) {
     super(scope, id, props);
     let database: OutboxDatabaseProps;
-    let endpoints: ec2.InterfaceVpcEndpoint[] = [];
     if (props.existingDatabase === undefined) {
       const created = this.#createDatabase(props.deletionProtection ?? true);
       this.cluster = created.cluster;
       database = created.database;
-      endpoints = created.endpoints;
     } else {
       database = this.#existingDatabase(props.existingDatabase);
     }
@@ -105,11 +104,6 @@ export class OutboxExampleStack extends Stack {
       ...(props.migrations === undefined ? {} : { migrations: props.migrations }),
       alarms: { createTopic: true },
     });
-    for (const endpoint of endpoints) {
-      for (const group of this.outbox.securityGroups) {
-        endpoint.connections.allowDefaultPortFrom(group, "Outbox Lambdas to the AWS API endpoint");
-      }
-    }
     if (props.alarmEmail !== undefined && this.outbox.alarmTopic !== undefined) {
       this.outbox.alarmTopic.addSubscription(new subscriptions.EmailSubscription(props.alarmEmail));
     }
@@ -134,7 +128,6 @@ export class OutboxExampleStack extends Stack {
 
   #createDatabase(deletionProtection: boolean): {
     cluster: rds.DatabaseCluster;
-    endpoints: ec2.InterfaceVpcEndpoint[];
     database: OutboxDatabaseProps;
   } {
     // Isolated subnets only: no internet gateway, no NAT. The Lambdas reach AWS through the two interface
@@ -194,12 +187,24 @@ export class OutboxExampleStack extends Stack {
       cloudwatchLogsExports: ["postgresql"],
     });
     cluster.node.addDependency(postgresLogs);
-    // Monthly rotation; the Lambdas re-read the secret after an authentication failure, so they follow it.
-    cluster.addRotationSingleUser({
+    // Monthly rotation; the Lambdas re-read the secret after an authentication failure, so they follow it. The
+    // rotation Lambda gets a security group of its own with listed egress: HTTPS to the Secrets Manager endpoint
+    // (which, being closed, must let this group in, or every rotation times out) and the database's port.
+    const rotationGroup = new ec2.SecurityGroup(this, "RotationSecurityGroup", {
+      vpc,
+      description: "Secrets Manager rotation Lambda of the outbox database secret",
+      allowAllOutbound: false,
+    });
+    const rotation = cluster.addRotationSingleUser({
       automaticallyAfter: Duration.days(30),
       endpoint: secretsEndpoint,
       vpcSubnets: subnets,
+      securityGroup: rotationGroup,
     });
+    secretsEndpoint.connections.allowDefaultPortFrom(
+      rotationGroup,
+      "Secret rotation Lambda to Secrets Manager",
+    );
 
     Validations.of(cluster).acknowledge({
       id: "AwsSolutions-RDS6",
@@ -211,15 +216,18 @@ export class OutboxExampleStack extends Stack {
     if (secret === undefined) throw new Error("the cluster has no generated secret");
     return {
       cluster,
-      endpoints: [secretsEndpoint, sqsEndpoint],
       database: {
         secret,
         databaseName: "app",
         vpc,
         vpcSubnets: subnets,
         connections: cluster,
-        // Migrations wait for the cluster, its writer and the secret attachment.
+        // HTTPS only to these: the Lambdas' security group has no other way out of the VPC.
+        vpcEndpoints: [secretsEndpoint, sqsEndpoint],
+        // Migrations wait for the cluster, its writer and the secret attachment, and run again on a new cluster.
         readiness: [cluster],
+        identity: cluster.clusterResourceIdentifier,
+        rotationFunctionName: secretRotationFunctionName(rotation),
       },
     };
   }

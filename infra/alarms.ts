@@ -1,0 +1,342 @@
+import { Duration, Names } from "aws-cdk-lib";
+import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import type * as events from "aws-cdk-lib/aws-events";
+import type * as lambda from "aws-cdk-lib/aws-lambda";
+import type * as sqs from "aws-cdk-lib/aws-sqs";
+import type { Construct, IConstruct } from "constructs";
+import { SCHEDULE_JITTER_SECONDS, silentPeriodsBeforeAlarm } from "./relayTiming.ts";
+
+const { BREACHING, NOT_BREACHING, MISSING } = cloudwatch.TreatMissingData;
+const { GREATER_THAN_THRESHOLD, GREATER_THAN_OR_EQUAL_TO_THRESHOLD, LESS_THAN_THRESHOLD } =
+  cloudwatch.ComparisonOperator;
+const RUNBOOK = "Runbook: docs/deploy.md#runbook; failure table: docs/operations.md#what-pages-you";
+const MINUTE = Duration.minutes(1);
+
+export interface OutboxAlarmThresholds {
+  /** OldestPendingAgeSeconds above this alarms. Default 900 (see the alarm). */
+  readonly oldestPendingAgeSeconds?: number;
+  /** PendingEvents above this alarms. Default 1000. */
+  readonly pendingEvents?: number;
+  /** BatchDuration p95 above this alarms. Default 5000 ms. */
+  readonly batchDurationP95Ms?: number;
+  /** The queue's ApproximateAgeOfOldestMessage above this alarms: consumers stalled. Default 900 s. */
+  readonly queueOldestMessageAgeSeconds?: number;
+}
+
+/** What the alarms watch. */
+export interface AlarmSubjects {
+  relayFunction: lambda.IFunction;
+  purgeFunction: lambda.IFunction;
+  relayRule: events.IRule;
+  purgeRule: events.IRule;
+  metricsRule: events.IRule;
+  queue: sqs.IQueue;
+  consumerDeadLetterQueue?: sqs.IQueue | undefined;
+  /** Name of a Secrets Manager rotation function for the database secret, when there is one. */
+  rotationFunctionName?: string | undefined;
+  /** The construct's EMF metrics, with their `service` dimension. */
+  metric(
+    name: string,
+    source: "relay" | "purge",
+    options: { statistic?: string; period?: Duration },
+  ): cloudwatch.Metric;
+  /** Longest time between two relay ticks (relayTiming). */
+  relayTickGapSeconds: number;
+  /** How often the purge Lambda publishes the backlog gauges. */
+  metricsRate: Duration;
+  strictOrder: boolean;
+}
+
+/** One row of the table: an alarm, the metric it reads, and what "no data" means for it. */
+interface AlarmRow {
+  key: string;
+  id: string;
+  description: string;
+  metric: cloudwatch.IMetric;
+  threshold: number;
+  comparison: cloudwatch.ComparisonOperator;
+  evaluationPeriods: number;
+  datapointsToAlarm?: number;
+  treatMissingData: cloudwatch.TreatMissingData;
+}
+
+/**
+ * Every alarm of the construct, in one table. Each row says which failure it catches and, through
+ * `treatMissingData`, what silence means: BREACHING where the metric must always flow (a heartbeat, the backlog
+ * snapshot), NOT_BREACHING where it is written only when something happens (errors, failed invocations, SQS's
+ * per-activity metrics), MISSING where another row already reports the silence. docs/operations.md's failure
+ * table is written from this one.
+ */
+export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThresholds): AlarmRow[] {
+  const gaugePeriod = subjects.metricsRate;
+  // The gauges come once per metrics tick; "for 2 minutes" is 2 periods at the 1-minute default, at least 1.
+  const gaugePeriods = Math.max(1, Math.ceil(120 / gaugePeriod.toSeconds()));
+  const gauge = (name: string) =>
+    subjects.metric(name, "purge", { statistic: "Maximum", period: gaugePeriod });
+  const heartbeatPeriods = silentPeriodsBeforeAlarm(subjects.relayTickGapSeconds, 60);
+  const snapshotPeriods = silentPeriodsBeforeAlarm(
+    gaugePeriod.toSeconds() + SCHEDULE_JITTER_SECONDS,
+    gaugePeriod.toSeconds(),
+  );
+  const failedInvocations = (rule: events.IRule) =>
+    new cloudwatch.Metric({
+      namespace: "AWS/Events",
+      metricName: "FailedInvocations",
+      dimensionsMap: { RuleName: rule.ruleName },
+      statistic: "Sum",
+      period: Duration.minutes(5),
+    });
+
+  const rows: (AlarmRow | false)[] = [
+    {
+      key: "relayNotRunning",
+      id: "RelayNotRunningAlarm",
+      description:
+        `The relay Lambda was not invoked for ${heartbeatPeriods} minutes: its schedule is disabled or deleted, ` +
+        "EventBridge lost the permission to invoke it, or every invocation is throttled. Nothing is published. " +
+        RUNBOOK,
+      metric: subjects.relayFunction.metricInvocations({ period: MINUTE, statistic: "Sum" }),
+      threshold: 1,
+      comparison: LESS_THAN_THRESHOLD,
+      // Lambda writes no Invocations datapoint for a minute without invocations: silence is the failure. The
+      // periods allow for the longest legal gap between ticks (relayTiming.ts), so a late tick never alarms.
+      evaluationPeriods: heartbeatPeriods,
+      datapointsToAlarm: heartbeatPeriods,
+      treatMissingData: BREACHING,
+    },
+    {
+      key: "scheduleFailedInvocations",
+      id: "ScheduleFailedInvocationsAlarm",
+      description:
+        "EventBridge could not invoke the relay or the purge (permission removed, function deleted, throttled " +
+        `past the event's 60 s age). ${RUNBOOK}`,
+      metric: new cloudwatch.MathExpression({
+        expression: "FILL(relay, 0) + FILL(purge, 0) + FILL(snapshot, 0)",
+        usingMetrics: {
+          relay: failedInvocations(subjects.relayRule),
+          purge: failedInvocations(subjects.purgeRule),
+          snapshot: failedInvocations(subjects.metricsRule),
+        },
+        period: Duration.minutes(5),
+        label: "FailedInvocations of the outbox schedules",
+      }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      // Written only when an invocation fails.
+      treatMissingData: NOT_BREACHING,
+    },
+    {
+      key: "relayErrors",
+      id: "RelayErrorsAlarm",
+      description:
+        "Relay invocations failed in 2 of 3 minutes: no round succeeded (database or secret unreachable, wrong " +
+        "password, queue missing or not FIFO, bad configuration) or an invocation made no progress while events " +
+        `were pending. ${RUNBOOK}`,
+      metric: subjects.relayFunction.metricErrors({ period: MINUTE, statistic: "Sum" }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 3,
+      datapointsToAlarm: 2,
+      // No invocation, no datapoint: RelayNotRunning reports that.
+      treatMissingData: NOT_BREACHING,
+    },
+    {
+      key: "publishFailures",
+      id: "PublishFailuresAlarm",
+      description:
+        "SQS refused the relay's requests or entries in each of the last 5 minutes: access denied (the queue " +
+        "policy or its KMS key), queue deleted, throttling. Events wait in the outbox and retry; a single poison " +
+        `event backs off and cannot keep this up for 5 minutes. ${RUNBOOK}`,
+      metric: subjects.metric("PublishFailures", "relay", { statistic: "Sum", period: MINUTE }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 5,
+      datapointsToAlarm: 5,
+      // A running relay writes the counter every 10 s, zeros included; silence means no relay, which
+      // RelayNotRunning reports.
+      treatMissingData: NOT_BREACHING,
+    },
+    {
+      key: "relayThrottles",
+      id: "RelayThrottlesAlarm",
+      description:
+        "The relay was throttled. Its reserved concurrency admits every overlap the schedule can produce, early " +
+        `and late ticks included, so a throttle means extra invocations or an account concurrency limit. ${RUNBOOK}`,
+      metric: subjects.relayFunction.metricThrottles({ period: Duration.minutes(5), statistic: "Sum" }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: NOT_BREACHING,
+    },
+    {
+      key: "batchDuration",
+      id: "BatchDurationAlarm",
+      description:
+        "p95 of one relay round (claim, publish, record) is above the threshold in 3 of 5 minutes: SQS or the " +
+        `database is slow. A round over 20 s hits the publish/statement timeouts. ${RUNBOOK}`,
+      metric: subjects.metric("BatchDuration", "relay", { statistic: "p95", period: MINUTE }),
+      threshold: thresholds.batchDurationP95Ms ?? 5000,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 5,
+      datapointsToAlarm: 3,
+      // No rounds, no data: an idle relay is not a slow one.
+      treatMissingData: NOT_BREACHING,
+    },
+    {
+      key: "snapshotStopped",
+      id: "SnapshotStoppedAlarm",
+      description:
+        `The outbox backlog metrics stopped for ${snapshotPeriods} periods: the purge Lambda's snapshot runs are ` +
+        "not invoked or fail (database down, secret wrong). The backlog alarms below are blind until it is back. " +
+        RUNBOOK,
+      metric: subjects.metric("PendingEvents", "purge", { statistic: "SampleCount", period: gaugePeriod }),
+      threshold: 1,
+      comparison: LESS_THAN_THRESHOLD,
+      evaluationPeriods: snapshotPeriods,
+      datapointsToAlarm: snapshotPeriods,
+      // Every snapshot writes PendingEvents: silence is the failure.
+      treatMissingData: BREACHING,
+    },
+    {
+      key: "oldestPendingAge",
+      id: "OldestPendingAgeAlarm",
+      description:
+        "The oldest unpublished outbox event is older than the threshold: the relay is not keeping up, cannot " +
+        `reach SQS, or one aggregate is stuck behind retries. ${RUNBOOK}`,
+      metric: gauge("OldestPendingAgeSeconds"),
+      // 900 s: with the default backoff (1 s doubling to a 300 s cap, 10 attempts) a poison event retries for
+      // about 1+2+4+...+256+300 = 811 s before it is dead-lettered; 15 minutes lets that run its course (the
+      // dead-letter alarm reports it) while a stuck aggregate still alarms within the quarter hour.
+      threshold: thresholds.oldestPendingAgeSeconds ?? 900,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: gaugePeriods,
+      // Silence is SnapshotStopped's to report; here it keeps the last state instead of flapping to OK.
+      treatMissingData: MISSING,
+    },
+    {
+      key: "pendingBacklog",
+      id: "PendingBacklogAlarm",
+      description: `More than the threshold of outbox events are waiting to be published. ${RUNBOOK}`,
+      metric: gauge("PendingEvents"),
+      threshold: thresholds.pendingEvents ?? 1000,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: gaugePeriods,
+      treatMissingData: MISSING,
+    },
+    {
+      key: "deadLetters",
+      id: "DeadLettersAlarm",
+      description:
+        "Outbox events were dead-lettered (SQS rejected them max-attempts times, or the row is malformed). They " +
+        `stay parked until redriven or purged. ${RUNBOOK}`,
+      metric: gauge("DeadLetters"),
+      threshold: 0,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: MISSING,
+    },
+    subjects.strictOrder && {
+      key: "blockedAggregates",
+      id: "BlockedAggregatesAlarm",
+      description: `Strict order: aggregates are blocked behind a dead letter and publish nothing. ${RUNBOOK}`,
+      metric: gauge("BlockedAggregates"),
+      threshold: 0,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: MISSING,
+    },
+    {
+      key: "purgeErrors",
+      id: "PurgeErrorsAlarm",
+      description:
+        "The purge Lambda failed (a purge, or a snapshot-only run): old rows may not be deleted and the backlog " +
+        `metrics may be stale. ${RUNBOOK}`,
+      // 5 minutes: a failing database fails every snapshot tick; an hourly purge failure shows for one period.
+      metric: subjects.purgeFunction.metricErrors({ period: Duration.minutes(5), statistic: "Sum" }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: NOT_BREACHING,
+    },
+    {
+      key: "consumersStalled",
+      id: "ConsumersStalledAlarm",
+      description:
+        "The oldest message in the queue is older than the threshold for 3 minutes: consumers are down, failing " +
+        `before they delete, or too slow. SQS drops messages after the 14-day retention. ${RUNBOOK}`,
+      metric: subjects.queue.metricApproximateAgeOfOldestMessage({ period: MINUTE, statistic: "Maximum" }),
+      threshold: thresholds.queueOldestMessageAgeSeconds ?? 900,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 3,
+      datapointsToAlarm: 3,
+      // SQS stops writing the metrics of a queue that has been idle for hours: an empty queue, not a stall.
+      treatMissingData: NOT_BREACHING,
+    },
+    subjects.consumerDeadLetterQueue !== undefined && {
+      key: "consumerDeadLetters",
+      id: "ConsumerDeadLettersAlarm",
+      description:
+        "A consumer failed a message maxReceiveCount times and SQS moved it to the consumer dead-letter queue " +
+        `(this is the consumers' side, not the relay's). ${RUNBOOK}`,
+      metric: subjects.consumerDeadLetterQueue.metricApproximateNumberOfMessagesVisible({
+        period: Duration.minutes(5),
+        statistic: "Maximum",
+      }),
+      threshold: 0,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: NOT_BREACHING,
+    },
+    subjects.rotationFunctionName !== undefined && {
+      key: "secretRotationErrors",
+      id: "SecretRotationErrorsAlarm",
+      description:
+        "The database secret's rotation Lambda failed: it cannot reach Secrets Manager or the database, or the " +
+        "new password was refused. The old password keeps working until a rotation half-completes; then the " +
+        `relay's RelayErrors alarm follows. ${RUNBOOK}`,
+      metric: new cloudwatch.Metric({
+        namespace: "AWS/Lambda",
+        metricName: "Errors",
+        dimensionsMap: { FunctionName: subjects.rotationFunctionName },
+        statistic: "Sum",
+        period: Duration.minutes(5),
+      }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      // The rotation runs monthly: silence is the normal state.
+      treatMissingData: NOT_BREACHING,
+    },
+  ];
+  return rows.filter((row): row is AlarmRow => row !== false);
+}
+
+export function createAlarms(
+  scope: Construct,
+  subjects: AlarmSubjects,
+  thresholds: OutboxAlarmThresholds,
+): Record<string, cloudwatch.Alarm> {
+  const alarms: Record<string, cloudwatch.Alarm> = {};
+  for (const row of alarmTable(subjects, thresholds)) {
+    alarms[row.key] = new cloudwatch.Alarm(scope, row.id, {
+      alarmDescription: row.description,
+      metric: row.metric,
+      threshold: row.threshold,
+      comparisonOperator: row.comparison,
+      evaluationPeriods: row.evaluationPeriods,
+      ...(row.datapointsToAlarm === undefined ? {} : { datapointsToAlarm: row.datapointsToAlarm }),
+      treatMissingData: row.treatMissingData,
+    });
+  }
+  return alarms;
+}
+
+/**
+ * The function name CDK gives a `SecretRotation`'s Lambda (the last 64 characters of the rotation construct's
+ * unique id, aws-secretsmanager's secret-rotation.ts): what `database.rotationFunctionName` needs for its alarm.
+ */
+export function secretRotationFunctionName(rotation: IConstruct): string {
+  const uniqueId = Names.uniqueId(rotation);
+  return uniqueId.slice(Math.max(uniqueId.length - 64, 0));
+}

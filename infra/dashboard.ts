@@ -1,0 +1,78 @@
+import { Duration } from "aws-cdk-lib";
+import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import type { Construct } from "constructs";
+import type { AlarmSubjects } from "./alarms.ts";
+
+/** The outbox at a glance: backlog, throughput, latency, the Lambdas, the queue, and every alarm's state. */
+export function createDashboard(
+  scope: Construct,
+  subjects: AlarmSubjects,
+  purgeRate: Duration,
+  alarms: cloudwatch.IAlarm[],
+): cloudwatch.Dashboard {
+  const { metricsRate, relayFunction, purgeFunction, queue, consumerDeadLetterQueue } = subjects;
+  const gauge = (name: string) =>
+    subjects.metric(name, "purge", { statistic: "Maximum", period: metricsRate });
+  const perPurge = (name: string) => subjects.metric(name, "purge", { statistic: "Sum", period: purgeRate });
+  const relay = (name: string, statistic = "Sum") =>
+    subjects.metric(name, "relay", { statistic, period: Duration.minutes(1) });
+  const width = 8;
+  return new cloudwatch.Dashboard(scope, "Dashboard", {
+    defaultInterval: Duration.hours(6),
+    widgets: [
+      [
+        new cloudwatch.GraphWidget({
+          title: "Backlog (from the purge)",
+          width,
+          left: [gauge("PendingEvents"), gauge("DeadLetters"), gauge("BlockedAggregates")],
+          right: [gauge("OldestPendingAgeSeconds")],
+        }),
+        new cloudwatch.GraphWidget({
+          title: "Relay throughput per minute",
+          width,
+          left: [relay("EventsPublished"), relay("PublishFailures"), relay("EventsDeadLettered")],
+        }),
+        new cloudwatch.GraphWidget({
+          title: "Relay latency (ms)",
+          width,
+          left: [relay("BatchDuration", "p95"), relay("PublishLag", "p95"), relay("PublishLag", "Maximum")],
+        }),
+      ],
+      [
+        new cloudwatch.GraphWidget({
+          title: "Relay Lambda",
+          width,
+          left: [relayFunction.metricInvocations(), relayFunction.metricErrors()],
+          right: [relayFunction.metricThrottles()],
+        }),
+        new cloudwatch.GraphWidget({
+          title: "Relay Lambda duration (ms)",
+          width,
+          left: [relayFunction.metricDuration({ statistic: "Maximum" })],
+        }),
+        new cloudwatch.GraphWidget({
+          title: "Purge",
+          width,
+          left: [perPurge("PurgedRows"), purgeFunction.metricErrors({ period: metricsRate })],
+          right: [subjects.metric("PurgeDuration", "purge", { statistic: "Maximum", period: purgeRate })],
+        }),
+      ],
+      [
+        new cloudwatch.GraphWidget({
+          title: "Queue",
+          width,
+          left: [
+            queue.metricApproximateNumberOfMessagesVisible(),
+            queue.metricApproximateAgeOfOldestMessage(),
+          ],
+          right: [
+            ...(consumerDeadLetterQueue === undefined
+              ? []
+              : [consumerDeadLetterQueue.metricApproximateNumberOfMessagesVisible()]),
+          ],
+        }),
+        new cloudwatch.AlarmStatusWidget({ title: "Alarms", width: 16, alarms }),
+      ],
+    ],
+  });
+}

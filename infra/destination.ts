@@ -1,0 +1,128 @@
+import { Duration, Names, type RemovalPolicy, Stack } from "aws-cdk-lib";
+import * as iam from "aws-cdk-lib/aws-iam";
+import type * as kms from "aws-cdk-lib/aws-kms";
+import * as sqs from "aws-cdk-lib/aws-sqs";
+import type { Construct } from "constructs";
+import { SQS_MAX_MESSAGE_BYTES } from "../functions/shared/sqsMessage.ts";
+
+export { SQS_MAX_MESSAGE_BYTES };
+/** What an existing queue most likely has when nobody raised it: the attribute's default. */
+export const SQS_DEFAULT_MESSAGE_BYTES = 262_144;
+
+export interface DestinationProps {
+  /** An existing FIFO queue; default: one created here. */
+  queue?: sqs.IQueue | undefined;
+  queueEncryptionKey?: kms.IKey | undefined;
+  consumerMaxReceiveCount?: number | undefined;
+  consumerVisibilityTimeout?: Duration | undefined;
+  removalPolicy: RemovalPolicy;
+}
+
+export interface Destination {
+  queue: sqs.IQueue;
+  /** The consumers' dead-letter queue, when the queue is created here. */
+  consumerDeadLetterQueue?: sqs.Queue;
+  /** Whether the queue (and so its policy) is ours. */
+  created: boolean;
+  /** RELAY_MAX_MESSAGE_BYTES when none is given: what the queue accepts. */
+  defaultMaxMessageBytes: number;
+}
+
+/** The queue the relay publishes to: an existing FIFO queue, or a high-throughput one with a consumer DLQ. */
+export function createDestination(scope: Construct, props: DestinationProps): Destination {
+  if (props.queue !== undefined) {
+    if (!props.queue.fifo) {
+      throw new Error("OutboxRelay: the queue must be a FIFO queue (its name ends in .fifo)");
+    }
+    return { queue: props.queue, created: false, defaultMaxMessageBytes: SQS_DEFAULT_MESSAGE_BYTES };
+  }
+  const encryption =
+    props.queueEncryptionKey === undefined
+      ? { encryption: sqs.QueueEncryption.SQS_MANAGED }
+      : { encryption: sqs.QueueEncryption.KMS, encryptionMasterKey: props.queueEncryptionKey };
+  // The queue's name is fixed here, not left to CloudFormation, so the dead-letter queue's redrive allow policy
+  // can name it: the queue's RedrivePolicy already refers to the DLQ, and a reference back would be a cycle.
+  // 69 + "-queue.fifo" = 80 characters, SQS's limit; unique per construct path, so per stack in an account.
+  const queueName = `${Names.uniqueResourceName(scope, { maxLength: 69, separator: "-" })}-queue.fifo`;
+  const queueArn = Stack.of(scope).formatArn({ service: "sqs", resource: queueName });
+  const dlq = new sqs.Queue(scope, "ConsumerDeadLetterQueue", {
+    fifo: true,
+    maxMessageSizeBytes: SQS_MAX_MESSAGE_BYTES,
+    retentionPeriod: Duration.days(14),
+    enforceSSL: true,
+    removalPolicy: props.removalPolicy,
+    // Only the outbox queue may move messages here: another queue pointed at this DLQ would mix its failures
+    // into the outbox's and into its alarm.
+    redriveAllowPolicy: {
+      redrivePermission: sqs.RedrivePermission.BY_QUEUE,
+      sourceQueues: [sqs.Queue.fromQueueArn(scope, "QueueReference", queueArn)],
+    },
+    ...encryption,
+  });
+  const queue = new sqs.Queue(scope, "Queue", {
+    queueName,
+    fifo: true,
+    // The relay sets MessageDeduplicationId to the outbox row id; hashing bodies would merge distinct events
+    // that happen to carry the same payload.
+    contentBasedDeduplication: false,
+    // High-throughput FIFO: deduplication and the 300 TPS limit apply per message group (= aggregate), so the
+    // queue scales with the number of aggregates (up to 70k TPS per action in large regions).
+    deduplicationScope: sqs.DeduplicationScope.MESSAGE_GROUP,
+    fifoThroughputLimit: sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+    maxMessageSizeBytes: SQS_MAX_MESSAGE_BYTES,
+    // The longest SQS allows: consumers that are down for a long weekend lose nothing.
+    retentionPeriod: Duration.days(14),
+    visibilityTimeout: props.consumerVisibilityTimeout ?? Duration.seconds(30),
+    // A message that fails 5 receives moves aside and unblocks its group (FIFO DLQ semantics).
+    deadLetterQueue: { queue: dlq, maxReceiveCount: props.consumerMaxReceiveCount ?? 5 },
+    enforceSSL: true,
+    removalPolicy: props.removalPolicy,
+    ...encryption,
+  });
+  return {
+    queue,
+    consumerDeadLetterQueue: dlq,
+    created: true,
+    defaultMaxMessageBytes: SQS_MAX_MESSAGE_BYTES,
+  };
+}
+
+/**
+ * What the relay may do on its queue: SendMessage (which authorizes SendMessageBatch) and GetQueueAttributes
+ * (the cold-start check that the queue exists, is FIFO and accepts the configured message size). With a
+ * customer-managed key, SQS encrypts with the caller's permissions: GenerateDataKey and Decrypt on the key, or
+ * every send fails with KMS.AccessDeniedException.
+ */
+export function grantRelayPublish(destination: Destination, role: iam.IRole): void {
+  role.addToPrincipalPolicy(
+    new iam.PolicyStatement({
+      actions: ["sqs:SendMessage", "sqs:GetQueueAttributes"],
+      resources: [destination.queue.queueArn],
+    }),
+  );
+  destination.queue.encryptionMasterKey?.grant(role, "kms:GenerateDataKey", "kms:Decrypt");
+}
+
+/**
+ * Makes the relay the queue's only producer: a Deny on sqs:SendMessage for every principal but the relay's role
+ * (aws:PrincipalArn is the role's ARN for its sessions). A Deny wins over any Allow, including an account
+ * administrator's, so nothing else can put a message in the consumers' stream.
+ */
+export function restrictSendToRelay(destination: Destination, role: iam.IRole): void {
+  if (!destination.created) {
+    throw new Error(
+      "OutboxRelay: restrictSendToRelay needs the queue created by the construct; for an existing queue add the " +
+        "Deny statement to its own policy (docs/deploy.md)",
+    );
+  }
+  destination.queue.addToResourcePolicy(
+    new iam.PolicyStatement({
+      sid: "OnlyTheOutboxRelaySends",
+      effect: iam.Effect.DENY,
+      principals: [new iam.AnyPrincipal()],
+      actions: ["sqs:SendMessage"],
+      resources: [destination.queue.queueArn],
+      conditions: { ArnNotEquals: { "aws:PrincipalArn": role.roleArn } },
+    }),
+  );
+}

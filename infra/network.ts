@@ -1,0 +1,46 @@
+import * as ec2 from "aws-cdk-lib/aws-ec2";
+import type { Construct } from "constructs";
+
+export interface NetworkProps {
+  vpc: ec2.IVpc;
+  securityGroups?: ec2.ISecurityGroup[] | undefined;
+  connections?: ec2.IConnectable | undefined;
+  vpcEndpoints?: ec2.IConnectable[] | undefined;
+}
+
+/**
+ * The Lambdas' security groups and the paths they need: the database's port, and HTTPS to SQS and Secrets
+ * Manager. With interface endpoints given, HTTPS goes to those endpoints' security groups only (nothing else in
+ * or out of the VPC is reachable); without, to any address on 443 (a NAT gateway's route to the public APIs).
+ */
+export function functionSecurityGroups(scope: Construct, props: NetworkProps): ec2.ISecurityGroup[] {
+  const endpoints = props.vpcEndpoints ?? [];
+  let groups: ec2.ISecurityGroup[];
+  if (props.securityGroups !== undefined && props.securityGroups.length > 0) {
+    groups = props.securityGroups;
+  } else {
+    const sg = new ec2.SecurityGroup(scope, "FunctionsSecurityGroup", {
+      vpc: props.vpc,
+      description: "Outbox relay, purge and migration Lambdas",
+      // Egress is listed, not open: the rules below and the database port, which `connections` adds on both
+      // sides.
+      allowAllOutbound: false,
+    });
+    if (endpoints.length === 0) {
+      sg.addEgressRule(
+        ec2.Peer.anyIpv4(),
+        ec2.Port.tcp(443),
+        "HTTPS to SQS and Secrets Manager (through NAT)",
+      );
+    }
+    groups = [sg];
+  }
+  for (const group of groups) {
+    // Ingress on the endpoint's group and, for a group created here, the matching egress rule on ours.
+    for (const endpoint of endpoints) {
+      endpoint.connections.allowDefaultPortFrom(group, "Outbox Lambdas to the AWS API endpoint");
+    }
+    props.connections?.connections.allowDefaultPortFrom(group, "Outbox relay Lambdas to the database");
+  }
+  return groups;
+}
