@@ -106,4 +106,103 @@ describe("migrate", () => {
   it("finds the package's migrations folder", () => {
     expect(defaultMigrationsDir()).toMatch(/migrations$/);
   });
+
+  describe("behind a session holding a conflicting lock", () => {
+    /** A table migrated by 0001, an ALTER in 0002, and a session in a transaction that read the table. */
+    async function blockedMigration() {
+      const pool = await emptyPool();
+      const dir = await mkdtemp(join(tmpdir(), "migrations-"));
+      await writeFile(join(dir, "0001_thing.sql"), "create table {{related:thing}} (id int);");
+      await migrate(pool, { migrationsDir: dir });
+      await writeFile(join(dir, "0002_note.sql"), "alter table {{related:thing}} add column note text;");
+      // A long transaction that read the table holds ACCESS SHARE until it ends; ALTER needs ACCESS EXCLUSIVE.
+      const blocker = await pool.connect();
+      await blocker.query("begin");
+      await blocker.query("select count(*) from public.outbox_thing");
+      let open = true;
+      const endBlocker = async () => {
+        if (!open) return;
+        open = false;
+        await blocker.query("commit");
+        blocker.release();
+      };
+      cleanups.unshift(endBlocker);
+      return { pool, dir, endBlocker };
+    }
+
+    /** Polls the server until the runner's ALTER is (or is no longer) waiting for its lock; 30 s at most. */
+    async function alterWaiting(pool: pg.Pool, waiting: boolean) {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        if (Date.now() > deadline) {
+          throw new Error(`the migration's ALTER is ${waiting ? "still not" : "still"} waiting after 30 s`);
+        }
+        const { rows } = await pool.query(
+          `select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock' and query like 'alter table%'`,
+        );
+        if (rows[0].n > 0 === waiting) return;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    }
+
+    it("retries after lock_timeout, fails naming the file and the cause, and never holds producers behind its DDL", async () => {
+      const { pool, dir } = await blockedMigration();
+
+      const migration = migrate(pool, {
+        migrationsDir: dir,
+        lockTimeoutMs: 300,
+        lockAttempts: 3,
+        lockRetryPauseMs: 50,
+      }).catch((caught: unknown) => caught);
+      await alterWaiting(pool, true);
+      // A producer's INSERT (ROW EXCLUSIVE) queues behind the waiting ALTER. Its own lock_timeout, 10 times the
+      // runner's, turns "stuck behind the DDL until the blocker ends" into a failure instead of a hang.
+      const producer = await pool.connect();
+      await producer.query("set lock_timeout = '3s'");
+      try {
+        await producer.query("insert into public.outbox_thing (id) values (1)");
+      } finally {
+        producer.release();
+      }
+      // The blocker still holds its lock: what let the producer through is the runner stepping aside.
+      const { rows: stillBlocked } = await pool.query(
+        "select count(*)::int as n from pg_locks l join pg_class c on c.oid = l.relation where c.relname = 'outbox_thing' and l.mode = 'AccessShareLock' and l.granted",
+      );
+      expect(stillBlocked[0].n).toBeGreaterThan(0);
+      const error = await migration;
+
+      expect(error).toBeInstanceOf(MigrationError);
+      expect((error as Error).message).toMatch(
+        /migration 0002_note\.sql could not take its locks: lock_timeout \(300 ms\) expired in each of 3 attempts .*pg_stat_activity/,
+      );
+      // The cause chain ends in Postgres's lock_not_available.
+      const postgresError = ((error as Error).cause as Error).cause as { code?: string };
+      expect(postgresError.code).toBe("55P03");
+      const { rows } = await pool.query("select name from public.outbox_migrations order by name");
+      expect(rows.map((row) => row.name)).toEqual(["0001_thing.sql"]);
+    });
+
+    it("applies the file on a later attempt once the blocking transaction ends", async () => {
+      const { pool, dir, endBlocker } = await blockedMigration();
+
+      const migration = migrate(pool, {
+        migrationsDir: dir,
+        lockTimeoutMs: 200,
+        lockAttempts: 5,
+        lockRetryPauseMs: 50,
+      });
+      await alterWaiting(pool, true);
+      // The first attempt gave up (lock_timeout) and the runner is pausing or waiting again: end the blocker.
+      await alterWaiting(pool, false);
+      await endBlocker();
+      const result = await migration;
+
+      expect(result.applied).toEqual(["0002_note.sql"]);
+      const { rows } = await pool.query(
+        "select column_name from information_schema.columns where table_name = 'outbox_thing' order by 1",
+      );
+      expect(rows.map((row) => row.column_name)).toEqual(["id", "note"]);
+    });
+  });
 });

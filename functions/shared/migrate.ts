@@ -3,14 +3,34 @@ import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type SessionPool, withTransaction } from "./db.ts";
+import { type SessionClient, type SessionPool, withTransaction } from "./db.ts";
 import { MigrationError } from "./errors.ts";
 import { type OutboxLocation, type OutboxNames, outboxNames, quoteIdent } from "./identifiers.ts";
+import { sleep } from "./sleep.ts";
 
 export interface MigrateOptions extends OutboxLocation {
   /** Folder of `NNNN_name.sql` files; defaults to the package's own `migrations/`. */
   migrationsDir?: string;
+  /** Longest wait for one lock (`lock_timeout`) before a file's transaction gives up. Default 1000 ms. */
+  lockTimeoutMs?: number;
+  /** Transactions tried per file when a lock is not granted in time. Default 10. */
+  lockAttempts?: number;
+  /** Pause after the first lock timeout; it doubles after each one, up to 15 s. Default 1000 ms. */
+  lockRetryPauseMs?: number;
 }
+
+/**
+ * DDL that waits for a lock waits in Postgres's lock queue, and every later request for a conflicting lock queues
+ * behind it: an `alter table` waiting on one long transaction that read the outbox stops every producer's INSERT
+ * until that transaction ends. A 1 s `lock_timeout` bounds what producers can suffer to 1 s per attempt; the
+ * runner then steps aside, pauses, and tries again. 10 attempts with pauses of 1, 2, 4, 8, then 15 s take about
+ * 100 s, inside the migrate Lambda's 5 minutes, before the deployment fails with the reason.
+ */
+export const DEFAULT_LOCK_TIMEOUT_MS = 1_000;
+export const DEFAULT_LOCK_ATTEMPTS = 10;
+export const DEFAULT_LOCK_RETRY_PAUSE_MS = 1_000;
+const MAX_LOCK_RETRY_PAUSE_MS = 15_000;
+const LOCK_NOT_AVAILABLE = "55P03";
 
 export interface MigrateResult {
   applied: string[];
@@ -78,9 +98,13 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
   const result: MigrateResult = { applied: [], alreadyApplied: [] };
 
   for (const migration of migrations) {
-    await withTransaction(pool, async (client) => {
+    await withLockRetriedTransaction(pool, migration.name, options, async (client) => {
       await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [
         `outbox-migrate:${names.qualified}`,
+      ]);
+      // Set after the advisory lock: waiting for another runner is not waiting in front of producers.
+      await client.query("select set_config('lock_timeout', $1, true)", [
+        `${options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS}ms`,
       ]);
       await client.query(`create schema if not exists ${quoteIdent(names.schema)}`);
       await client.query(
@@ -117,4 +141,46 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
     });
   }
   return result;
+}
+
+/**
+ * One file's transaction, tried again while it fails on `lock_timeout` (SQLSTATE 55P03), then failed with an
+ * error that names the file, the cause and how to find the blocker. Other errors fail at once.
+ */
+async function withLockRetriedTransaction(
+  pool: SessionPool,
+  name: string,
+  options: MigrateOptions,
+  body: (client: SessionClient) => Promise<void>,
+): Promise<void> {
+  const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
+  const attempts = options.lockAttempts ?? DEFAULT_LOCK_ATTEMPTS;
+  let pauseMs = options.lockRetryPauseMs ?? DEFAULT_LOCK_RETRY_PAUSE_MS;
+  const started = Date.now();
+  for (let tried = 1; ; tried++) {
+    try {
+      await withTransaction(pool, body);
+      return;
+    } catch (error) {
+      if (!isLockTimeout(error)) throw error;
+      if (tried >= attempts) {
+        throw new MigrationError(
+          `migration ${name} could not take its locks: lock_timeout (${lockTimeoutMs} ms) expired in each of ` +
+            `${attempts} attempts over ${Math.round((Date.now() - started) / 1000)} s. A session holds a ` +
+            "conflicting lock, most likely a long transaction on the outbox table: find it in pg_stat_activity " +
+            "(pg_locks where not granted, pg_blocking_pids), end it, and run the migrations again",
+          { cause: error },
+        );
+      }
+      await sleep(pauseMs);
+      pauseMs = Math.min(pauseMs * 2, MAX_LOCK_RETRY_PAUSE_MS);
+    }
+  }
+}
+
+function isLockTimeout(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if ((e as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return true;
+  }
+  return false;
 }
