@@ -6,6 +6,7 @@ import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as subscriptions from "aws-cdk-lib/aws-sns-subscriptions";
 import type { Construct, Node } from "constructs";
 import { secretRotationFunctionName } from "./alarms.ts";
+import { denyUnlistedEgress } from "./network.ts";
 import { type OutboxDatabaseProps, OutboxRelay } from "./outboxRelay.ts";
 
 /** An existing database, named by context values (no account lookups: synth stays offline). */
@@ -195,6 +196,7 @@ export class OutboxExampleStack extends Stack {
       description: "Secrets Manager rotation Lambda of the outbox database secret",
       allowAllOutbound: false,
     });
+    denyUnlistedEgress(rotationGroup);
     const rotation = cluster.addRotationSingleUser({
       automaticallyAfter: Duration.days(30),
       endpoint: secretsEndpoint,

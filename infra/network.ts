@@ -32,6 +32,8 @@ export function functionSecurityGroups(scope: Construct, props: NetworkProps): e
         ec2.Port.tcp(443),
         "HTTPS to SQS and Secrets Manager (through NAT)",
       );
+    } else {
+      denyUnlistedEgress(sg);
     }
     groups = [sg];
   }
@@ -43,4 +45,23 @@ export function functionSecurityGroups(scope: Construct, props: NetworkProps): e
     props.connections?.connections.allowDefaultPortFrom(group, "Outbox relay Lambdas to the database");
   }
   return groups;
+}
+
+/**
+ * Keeps a security group's egress to its listed rules when every rule names another security group. Such rules
+ * are separate AWS::EC2::SecurityGroupEgress resources; CDK then drops its "no traffic" placeholder from the
+ * group's own SecurityGroupEgress, the property ends up empty, and EC2 gives a group created without egress
+ * rules its default allow-all-outbound rule. The placeholder (ICMP type 252 code 86 to 255.255.255.255/32, which
+ * matches nothing) keeps the property non-empty, so the default rule is never added.
+ */
+export function denyUnlistedEgress(group: ec2.SecurityGroup): void {
+  (group.node.defaultChild as ec2.CfnSecurityGroup).addPropertyOverride("SecurityGroupEgress", [
+    {
+      CidrIp: "255.255.255.255/32",
+      Description: "Disallow all traffic",
+      IpProtocol: "icmp",
+      FromPort: 252,
+      ToPort: 86,
+    },
+  ]);
 }

@@ -12,7 +12,13 @@ import type { IConstruct } from "constructs";
 import { describe, expect, it } from "vitest";
 import { examplePropsFromContext, OutboxExampleStack } from "../infra/exampleStack.ts";
 import { DEFAULT_MIGRATIONS_DIR, hashMigrations, OutboxRelay, PROJECT_ROOT } from "../infra/outboxRelay.ts";
-import { relayTiming } from "../infra/relayTiming.ts";
+import {
+  MIB,
+  type RelayTiming,
+  relayMemory,
+  relayTiming,
+  silentPeriodsBeforeAlarm,
+} from "../infra/relayTiming.ts";
 
 /**
  * In-process synthesis of the example stack and of the construct on its own. Bundling is skipped here
@@ -99,43 +105,107 @@ function acknowledgements(scope: IConstruct): { path: string; id: string; reason
 }
 
 describe("relay timing arithmetic", () => {
-  it("sizes a 1-minute schedule at 80 s of dwell, a 90 s timeout and reserved concurrency 2", () => {
+  it("sizes a 1-minute schedule at 140 s of dwell, a 150 s timeout and 4 invocations per relay", () => {
     expect(relayTiming({ scheduleSeconds: 60 })).toEqual({
       roundReserveMs: 20_000,
-      maxDurationMs: 80_000,
-      timeoutSeconds: 90,
-      reservedConcurrency: 2,
+      maxDurationMs: 140_000,
+      timeoutSeconds: 150,
+      concurrencyPerRelay: 4,
+      reservedConcurrency: 4,
+      longestTickGapSeconds: 120,
     });
+    expect(relayTiming({ scheduleSeconds: 60, relays: 3 }).reservedConcurrency).toBe(12);
   });
 
-  it("keeps some invocation claiming through every interval, with at most one overlap, for any schedule", () => {
-    for (const minutes of [1, 2, 5, 10, 13]) {
-      for (const [publishTimeoutMs, statementTimeoutMs] of [
-        [10_000, 5_000],
-        [2_000, 1_000],
-        [30_000, 15_000],
-      ] as const) {
-        const scheduleSeconds = minutes * 60;
-        const t = relayTiming({
+  /**
+   * Replays a schedule whose ticks each land anywhere in their minute-wide window: every invocation claims from
+   * its start until its last round may start (start + dwell - reserve) and lives until start + timeout. Returns
+   * the longest stretch in which nobody may start a round, and the most invocations alive at once.
+   */
+  function replay(timing: RelayTiming, scheduleSeconds: number, offsets: number[]) {
+    const starts = offsets.map((offset, k) => k * scheduleSeconds + offset);
+    let longestGap = 0;
+    let claimingUntil = starts[0] as number;
+    for (const start of starts) {
+      longestGap = Math.max(longestGap, start - claimingUntil);
+      claimingUntil = Math.max(claimingUntil, start + (timing.maxDurationMs - timing.roundReserveMs) / 1000);
+    }
+    let mostAlive = 0;
+    for (const t of starts) {
+      mostAlive = Math.max(mostAlive, starts.filter((s) => s <= t && t < s + timing.timeoutSeconds).length);
+    }
+    return { longestGap, mostAlive };
+  }
+
+  const EARLY = 0;
+  const LATE = 59.999;
+  const patterns: [string, (k: number) => number][] = [
+    ["every tick on time", () => EARLY],
+    ["every tick late", () => LATE],
+    ["early, then late, alternating", (k) => (k % 2 === 0 ? EARLY : LATE)],
+    ["late, then early, alternating", (k) => (k % 2 === 0 ? LATE : EARLY)],
+    ["one late tick among early ones", (k) => (k === 3 ? LATE : EARLY)],
+    ["one early tick among late ones", (k) => (k === 3 ? EARLY : LATE)],
+    ["pseudo-random", (k) => ((k * 7919) % 60) + ((k * 31) % 1000) / 1000],
+  ];
+
+  it("leaves no moment without a claiming relay and never more invocations than reserved, with early and late ticks", () => {
+    for (const minutes of [1, 2, 5, 13]) {
+      const scheduleSeconds = minutes * 60;
+      const timing = relayTiming({ scheduleSeconds });
+      let worstAlive = 0;
+      for (const [name, offset] of patterns) {
+        const { longestGap, mostAlive } = replay(
+          timing,
           scheduleSeconds,
-          publishTimeoutMs,
-          statementTimeoutMs,
-          budgetMarginMs: 5_000,
-        });
-        // The last round starts at maxDuration - reserve: no later than the next tick means no gap.
-        expect(t.maxDurationMs - t.roundReserveMs).toBeGreaterThanOrEqual(scheduleSeconds * 1000);
-        // The dwell cap, not the Lambda deadline minus the margin, ends the invocation.
-        expect(t.timeoutSeconds * 1000 - 5_000).toBeGreaterThan(t.maxDurationMs);
-        // Invocations started every interval, each lasting at most the timeout, overlap at most this many.
-        expect(t.reservedConcurrency).toBe(Math.ceil(t.timeoutSeconds / scheduleSeconds));
-        expect(t.timeoutSeconds).toBeLessThanOrEqual(900);
+          Array.from({ length: 12 }, (_, k) => offset(k)),
+        );
+        expect(longestGap, `${minutes} min, ${name}`).toBe(0);
+        expect(mostAlive, `${minutes} min, ${name}`).toBeLessThanOrEqual(timing.concurrencyPerRelay);
+        worstAlive = Math.max(worstAlive, mostAlive);
       }
+      // The reservation is what early and late ticks can really produce, not a guess with room to spare.
+      expect(worstAlive, `${minutes} min`).toBe(timing.concurrencyPerRelay);
+      // The dwell cap, not the Lambda deadline minus the margin, ends the invocation.
+      expect(timing.timeoutSeconds * 1000 - 5_000).toBeGreaterThan(timing.maxDurationMs);
     }
   });
 
-  it("refuses schedules that are not whole minutes or that Lambda's 900 s cannot cover", () => {
+  it("would leave a gap with the on-time arithmetic (no jitter allowance) when a late tick follows an early one", () => {
+    const onTime = relayTiming({ scheduleSeconds: 60, jitterSeconds: 0 });
+    const { longestGap } = replay(onTime, 60, [EARLY, LATE, EARLY, LATE]);
+    expect(longestGap).toBeGreaterThan(55);
+  });
+
+  it("refuses schedules that are not whole minutes, that Lambda's 900 s cannot cover, or more than 5 relays", () => {
     expect(() => relayTiming({ scheduleSeconds: 90 })).toThrow(/whole number of minutes/);
-    expect(() => relayTiming({ scheduleSeconds: 15 * 60 })).toThrow(/over Lambda's 900 s/);
+    expect(() => relayTiming({ scheduleSeconds: 14 * 60 })).toThrow(/over Lambda's 900 s/);
+    expect(() => relayTiming({ scheduleSeconds: 60, relays: 6 })).toThrow(
+      /relays must be an integer from 1 to 5/,
+    );
+  });
+
+  it("waits one period past the longest legal gap before calling the relay silent", () => {
+    expect(silentPeriodsBeforeAlarm(120, 60)).toBe(3);
+    expect(silentPeriodsBeforeAlarm(360, 60)).toBe(7);
+  });
+
+  it("derives the relay's memory from the byte budget of a round times the parallel rounds", () => {
+    // 64 MiB per round (min(64 MiB, 100 x 1 MiB)), 2 rounds, 3 copies, 256 MB base: 640 MB.
+    expect(
+      relayMemory({ batchMaxBytes: 64 * MIB, parallelRounds: 2, batchSize: 100, maxMessageBytes: MIB }),
+    ).toEqual({
+      roundBytes: 64 * MIB,
+      memoryMb: 640,
+    });
+    // The rows cap the round before the byte budget does: 100 x 256 KiB = 25 MiB; 256 + 150 = 406 -> 448 MB.
+    expect(
+      relayMemory({ batchMaxBytes: 64 * MIB, parallelRounds: 2, batchSize: 100, maxMessageBytes: 262_144 })
+        .memoryMb,
+    ).toBe(448);
+    expect(() =>
+      relayMemory({ batchMaxBytes: 1024 * MIB, parallelRounds: 4, batchSize: 1000, maxMessageBytes: MIB }),
+    ).toThrow(/over Lambda's 10,240 MB/);
   });
 });
 
@@ -191,9 +261,9 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       Runtime: "nodejs24.x",
       Architectures: ["arm64"],
       Handler: "index.handler",
-      Timeout: 90,
-      ReservedConcurrentExecutions: 2,
-      MemorySize: 512,
+      Timeout: 150,
+      ReservedConcurrentExecutions: 4,
+      MemorySize: 640,
       VpcConfig: {
         SecurityGroupIds: [
           {
@@ -216,10 +286,11 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           DATABASE_NAME: "app",
           OUTBOX_QUEUE_URL: { Ref: logicalId(template, "AWS::SQS::Queue", "OutboxQueue") },
           RELAY_MODE: "dwell",
-          RELAY_MAX_DURATION_MS: "80000",
+          RELAY_MAX_DURATION_MS: "140000",
           RELAY_BUDGET_MARGIN_MS: "5000",
           RELAY_MAX_MESSAGE_BYTES: "1048576",
-          POWERTOOLS_SERVICE_NAME: "outbox-relay",
+          RELAY_BATCH_MAX_BYTES: String(64 * MIB),
+          POWERTOOLS_SERVICE_NAME: "Example-Outbox-relay",
           POWERTOOLS_METRICS_NAMESPACE: "OutboxRelay",
           NODE_OPTIONS: "--enable-source-maps",
         },
@@ -291,7 +362,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
     expect(grantsOf("Relay")).toEqual(
       expect.arrayContaining([
         { Action: "secretsmanager:GetSecretValue", Resource: secret },
-        { Action: "sqs:SendMessage", Resource: queue },
+        { Action: ["sqs:GetQueueAttributes", "sqs:SendMessage"], Resource: queue },
       ]),
     );
     for (const role of ["Relay", "Purge", "Migrate"]) {
@@ -299,7 +370,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       expect(
         actions.filter((a) => a.startsWith("sqs:")),
         role,
-      ).toEqual(role === "Relay" ? ["sqs:SendMessage"] : []);
+      ).toEqual(role === "Relay" ? ["sqs:GetQueueAttributes", "sqs:SendMessage"] : []);
       expect(
         actions.filter((a) => a.startsWith("secretsmanager:")),
         role,
@@ -353,51 +424,302 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
     );
   });
 
-  it("alarms on backlog, age, dead letters, slow rounds and relay errors/throttles, notifying an encrypted topic", () => {
+  it("pages for every way the relay can stop: each alarm with its metric, threshold and missing-data treatment", () => {
     const topicId = logicalId(template, "AWS::SNS::Topic", "OutboxAlarmTopic");
     template.hasResourceProperties("AWS::SNS::Topic", {
       KmsMasterKeyId: {
         "Fn::GetAtt": [logicalId(template, "AWS::KMS::Key", "OutboxAlarmTopicKey"), "Arn"],
       },
     });
-    const alarm = (metricName: string, extra: Record<string, unknown>) =>
-      template.hasResourceProperties("AWS::CloudWatch::Alarm", {
-        MetricName: metricName,
+    const relayFn = { Ref: logicalId(template, "AWS::Lambda::Function", "OutboxRelayFunction") };
+    const purgeFn = { Ref: logicalId(template, "AWS::Lambda::Function", "OutboxPurgeFunction") };
+    const relay = {
+      Namespace: "OutboxRelay",
+      Dimensions: [{ Name: "service", Value: "Example-Outbox-relay" }],
+    };
+    const purge = {
+      Namespace: "OutboxRelay",
+      Dimensions: [{ Name: "service", Value: "Example-Outbox-purge" }],
+    };
+    const lambdaOf = (fn: unknown) => ({
+      Namespace: "AWS/Lambda",
+      Dimensions: [{ Name: "FunctionName", Value: fn }],
+    });
+    const queueName = { "Fn::GetAtt": [logicalId(template, "AWS::SQS::Queue", "OutboxQueue"), "QueueName"] };
+    const dlqName = {
+      "Fn::GetAtt": [logicalId(template, "AWS::SQS::Queue", "OutboxConsumerDeadLetterQueue"), "QueueName"],
+    };
+    const ruleName = (prefix: string) => ({ Ref: logicalId(template, "AWS::Events::Rule", prefix) });
+    const failedInvocations = (id: string, rule: string) => ({
+      Id: id,
+      MetricStat: {
+        Metric: {
+          Namespace: "AWS/Events",
+          MetricName: "FailedInvocations",
+          Dimensions: [{ Name: "RuleName", Value: ruleName(rule) }],
+        },
+        Period: 300,
+        Stat: "Sum",
+      },
+      ReturnData: false,
+    });
+    // The failure each alarm catches is in docs/operations.md#what-pages-you.
+    const table: [string, Record<string, unknown>][] = [
+      [
+        "OutboxRelayNotRunningAlarm",
+        {
+          ...lambdaOf(relayFn),
+          MetricName: "Invocations",
+          Statistic: "Sum",
+          Period: 60,
+          Threshold: 1,
+          ComparisonOperator: "LessThanThreshold",
+          EvaluationPeriods: 3,
+          DatapointsToAlarm: 3,
+          TreatMissingData: "breaching",
+        },
+      ],
+      [
+        "OutboxScheduleFailedInvocationsAlarm",
+        {
+          Metrics: Match.arrayWith([
+            Match.objectLike({ Expression: "FILL(relay, 0) + FILL(purge, 0) + FILL(snapshot, 0)" }),
+            failedInvocations("relay", "OutboxRelaySchedule"),
+            failedInvocations("purge", "OutboxPurgeSchedule"),
+            failedInvocations("snapshot", "OutboxMetricsSchedule"),
+          ]),
+          Threshold: 1,
+          ComparisonOperator: "GreaterThanOrEqualToThreshold",
+          EvaluationPeriods: 1,
+          TreatMissingData: "notBreaching",
+        },
+      ],
+      [
+        "OutboxRelayErrorsAlarm",
+        {
+          ...lambdaOf(relayFn),
+          MetricName: "Errors",
+          Period: 60,
+          Threshold: 1,
+          ComparisonOperator: "GreaterThanOrEqualToThreshold",
+          EvaluationPeriods: 3,
+          DatapointsToAlarm: 2,
+          TreatMissingData: "notBreaching",
+        },
+      ],
+      [
+        "OutboxPublishFailuresAlarm",
+        {
+          ...relay,
+          MetricName: "PublishFailures",
+          Statistic: "Sum",
+          Period: 60,
+          Threshold: 1,
+          ComparisonOperator: "GreaterThanOrEqualToThreshold",
+          EvaluationPeriods: 5,
+          DatapointsToAlarm: 5,
+          TreatMissingData: "notBreaching",
+        },
+      ],
+      [
+        "OutboxRelayThrottlesAlarm",
+        { ...lambdaOf(relayFn), MetricName: "Throttles", Threshold: 1, TreatMissingData: "notBreaching" },
+      ],
+      [
+        "OutboxBatchDurationAlarm",
+        {
+          ...relay,
+          MetricName: "BatchDuration",
+          ExtendedStatistic: "p95",
+          Threshold: 5000,
+          EvaluationPeriods: 5,
+          DatapointsToAlarm: 3,
+          TreatMissingData: "notBreaching",
+        },
+      ],
+      [
+        "OutboxSnapshotStoppedAlarm",
+        {
+          ...purge,
+          MetricName: "PendingEvents",
+          Statistic: "SampleCount",
+          Period: 60,
+          Threshold: 1,
+          ComparisonOperator: "LessThanThreshold",
+          EvaluationPeriods: 3,
+          DatapointsToAlarm: 3,
+          TreatMissingData: "breaching",
+        },
+      ],
+      [
+        "OutboxOldestPendingAgeAlarm",
+        {
+          ...purge,
+          MetricName: "OldestPendingAgeSeconds",
+          Statistic: "Maximum",
+          Period: 60,
+          Threshold: 900,
+          ComparisonOperator: "GreaterThanThreshold",
+          EvaluationPeriods: 2,
+          TreatMissingData: "missing",
+        },
+      ],
+      [
+        "OutboxPendingBacklogAlarm",
+        {
+          ...purge,
+          MetricName: "PendingEvents",
+          Statistic: "Maximum",
+          Threshold: 1000,
+          TreatMissingData: "missing",
+        },
+      ],
+      [
+        "OutboxDeadLettersAlarm",
+        { ...purge, MetricName: "DeadLetters", Threshold: 0, TreatMissingData: "missing" },
+      ],
+      [
+        "OutboxPurgeErrorsAlarm",
+        { ...lambdaOf(purgeFn), MetricName: "Errors", Period: 300, TreatMissingData: "notBreaching" },
+      ],
+      [
+        "OutboxConsumersStalledAlarm",
+        {
+          Namespace: "AWS/SQS",
+          MetricName: "ApproximateAgeOfOldestMessage",
+          Dimensions: [{ Name: "QueueName", Value: queueName }],
+          Statistic: "Maximum",
+          Threshold: 900,
+          ComparisonOperator: "GreaterThanThreshold",
+          EvaluationPeriods: 3,
+          DatapointsToAlarm: 3,
+          TreatMissingData: "notBreaching",
+        },
+      ],
+      [
+        "OutboxConsumerDeadLettersAlarm",
+        {
+          Namespace: "AWS/SQS",
+          MetricName: "ApproximateNumberOfMessagesVisible",
+          Dimensions: [{ Name: "QueueName", Value: dlqName }],
+          Threshold: 0,
+          ComparisonOperator: "GreaterThanThreshold",
+          TreatMissingData: "notBreaching",
+        },
+      ],
+      [
+        "OutboxSecretRotationErrorsAlarm",
+        {
+          ...lambdaOf(Match.stringLikeRegexp("DatabaseRotationSingleUser")),
+          MetricName: "Errors",
+          Threshold: 1,
+          TreatMissingData: "notBreaching",
+        },
+      ],
+    ];
+    const alarms = template.findResources("AWS::CloudWatch::Alarm");
+    for (const [prefix, expected] of table) {
+      const id = logicalId(template, "AWS::CloudWatch::Alarm", prefix);
+      const actual = Template.fromJSON({ Resources: { [id]: alarms[id] } });
+      actual.hasResourceProperties("AWS::CloudWatch::Alarm", {
+        ...expected,
         AlarmActions: [{ Ref: topicId }],
         OKActions: [{ Ref: topicId }],
-        ...extra,
       });
-    const gauge = {
-      Namespace: "OutboxRelay",
-      Dimensions: [{ Name: "service", Value: "outbox-purge" }],
-      Period: 60,
-    };
-    alarm("PendingEvents", {
-      ...gauge,
-      Threshold: 1000,
-      EvaluationPeriods: 2,
-      ComparisonOperator: "GreaterThanThreshold",
-    });
-    alarm("OldestPendingAgeSeconds", {
-      ...gauge,
-      Threshold: 900,
-      ComparisonOperator: "GreaterThanThreshold",
-    });
-    alarm("DeadLetters", { ...gauge, Threshold: 0, ComparisonOperator: "GreaterThanThreshold" });
-    alarm("BatchDuration", {
-      Namespace: "OutboxRelay",
-      Dimensions: [{ Name: "service", Value: "outbox-relay" }],
-      ExtendedStatistic: "p95",
-      Threshold: 5000,
-    });
-    alarm("Errors", {
-      Namespace: "AWS/Lambda",
-      Dimensions: [{ Name: "FunctionName", Value: Match.anyValue() }],
-    });
-    alarm("Throttles", { Namespace: "AWS/Lambda", Threshold: 1 });
-    alarm("ApproximateNumberOfMessagesVisible", { Namespace: "AWS/SQS", Threshold: 0 });
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 8);
+    }
+    expect(Object.keys(alarms)).toHaveLength(table.length);
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
+  });
+
+  it("alarms on the rotation Lambda CDK names, whose security group reaches the Secrets Manager endpoint and the database", () => {
+    const rotationGroup = logicalId(template, "AWS::EC2::SecurityGroup", "RotationSecurityGroup");
+    const endpointGroup = logicalId(
+      template,
+      "AWS::EC2::SecurityGroup",
+      "VpcSecretsManagerEndpointSecurityGroup",
+    );
+    const databaseGroup = logicalId(template, "AWS::EC2::SecurityGroup", "DatabaseSecurityGroup");
+    const rotationGroupId = { "Fn::GetAtt": [rotationGroup, "GroupId"] };
+    // The rotation function (a Serverless application) runs in that group, against that endpoint.
+    template.hasResourceProperties("AWS::Serverless::Application", {
+      Parameters: Match.objectLike({
+        vpcSecurityGroupIds: rotationGroupId,
+        endpoint: Match.objectLike({ "Fn::Join": Match.anyValue() }),
+      }),
+    });
+    const [, application] = resources(template, "AWS::Serverless::Application")[0] as [string, Resource];
+    const functionName = (application.Properties?.Parameters as Record<string, string>).functionName;
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "Errors",
+      Dimensions: [{ Name: "FunctionName", Value: functionName }],
+    });
+    // Ingress on the endpoint from the rotation group, and the rotation group's own egress to it (its egress is
+    // listed, not open).
+    template.hasResourceProperties("AWS::EC2::SecurityGroupIngress", {
+      GroupId: { "Fn::GetAtt": [endpointGroup, "GroupId"] },
+      SourceSecurityGroupId: rotationGroupId,
+      FromPort: 443,
+      ToPort: 443,
+    });
+    template.hasResourceProperties("AWS::EC2::SecurityGroupEgress", {
+      GroupId: rotationGroupId,
+      DestinationSecurityGroupId: { "Fn::GetAtt": [endpointGroup, "GroupId"] },
+      FromPort: 443,
+    });
+    template.hasResourceProperties("AWS::EC2::SecurityGroupIngress", {
+      GroupId: { "Fn::GetAtt": [databaseGroup, "GroupId"] },
+      SourceSecurityGroupId: rotationGroupId,
+      FromPort: { "Fn::GetAtt": [logicalId(template, "AWS::RDS::DBCluster", "Database"), "Endpoint.Port"] },
+    });
+    template.hasResourceProperties("AWS::EC2::SecurityGroup", {
+      GroupDescription: Match.stringLikeRegexp("rotation"),
+      SecurityGroupEgress: [Match.objectLike({ CidrIp: "255.255.255.255/32" })],
+    });
+  });
+
+  it("lets the Lambdas out only to the VPC endpoints and the database, when endpoints exist", () => {
+    const functionsGroup = logicalId(template, "AWS::EC2::SecurityGroup", "OutboxFunctionsSecurityGroup");
+    const group = template.toJSON().Resources[functionsGroup] as Resource;
+    // CDK's placeholder rule for "no egress" (a disallowed address), no 0.0.0.0/0 on 443.
+    expect(group.Properties?.SecurityGroupEgress).toEqual([
+      expect.objectContaining({ CidrIp: "255.255.255.255/32" }),
+    ]);
+    const egress = resources(template, "AWS::EC2::SecurityGroupEgress")
+      .filter(
+        ([, r]) =>
+          JSON.stringify(r.Properties?.GroupId) ===
+          JSON.stringify({ "Fn::GetAtt": [functionsGroup, "GroupId"] }),
+      )
+      .map(
+        ([, r]) => (r.Properties?.DestinationSecurityGroupId as { "Fn::GetAtt": string[] })["Fn::GetAtt"][0],
+      );
+    expect(egress.map((id) => id?.replace(/[0-9A-F]{8}$/, "")).sort()).toEqual(
+      [
+        "DatabaseSecurityGroup",
+        "VpcSecretsManagerEndpointSecurityGroup",
+        "VpcSqsEndpointSecurityGroup",
+      ].sort(),
+    );
+  });
+
+  it("runs the migrations before the relay and purge functions, and again for another database", () => {
+    const migrationsId = logicalId(template, "Custom::OutboxMigrations", "OutboxMigrations");
+    for (const name of ["OutboxRelayFunction", "OutboxPurgeFunction"]) {
+      const fn = template.toJSON().Resources[logicalId(template, "AWS::Lambda::Function", name)] as Resource;
+      expect(fn.DependsOn, name).toContain(migrationsId);
+    }
+    const [, migrations] = resources(template, "Custom::OutboxMigrations")[0] as [string, Resource];
+    expect(migrations.Properties).toMatchObject({
+      MigrationsHash: hashMigrations(DEFAULT_MIGRATIONS_DIR),
+      DatabaseSecretArn: {
+        Ref: logicalId(template, "AWS::SecretsManager::SecretTargetAttachment", "DatabaseSecretAttachment"),
+      },
+      DatabaseName: "app",
+      // A replaced cluster has a new resource id: the migrations run against it before any relay polls it.
+      DatabaseIdentity: {
+        "Fn::GetAtt": [logicalId(template, "AWS::RDS::DBCluster", "Database"), "DBClusterResourceId"],
+      },
+    });
   });
 
   it("passes cdk-nag's AWS Solutions rules with no unacknowledged finding", () => {
