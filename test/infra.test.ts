@@ -841,14 +841,18 @@ describe("OutboxRelay construct options", () => {
         }),
       },
     });
-    const sends = identityStatements(template).filter(
-      ({ statement }) => statement.Action === "sqs:SendMessage",
+    const sends = identityStatements(template).filter(({ statement }) =>
+      asArray(statement.Action as string | string[]).includes("sqs:SendMessage"),
     );
-    expect(sends.map(({ statement }) => statement.Resource)).toEqual([
-      "arn:aws:sqs:eu-west-1:123456789012:orders.fifo",
+    expect(sends.map(({ statement }) => [statement.Action, statement.Resource])).toEqual([
+      [["sqs:GetQueueAttributes", "sqs:SendMessage"], "arn:aws:sqs:eu-west-1:123456789012:orders.fifo"],
     ]);
-    // No consumer dead-letter queue of ours, so no alarm on one.
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 7);
+    // No consumer dead-letter queue of ours, so no alarm on one; the stalled-consumers alarm reads the queue.
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 12);
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "ApproximateAgeOfOldestMessage",
+      Dimensions: [{ Name: "QueueName", Value: "orders.fifo" }],
+    });
   });
 
   it("refuses a standard (non-FIFO) queue", () => {
@@ -879,11 +883,11 @@ describe("OutboxRelay construct options", () => {
       relay: { publishTimeoutMs: 4_000, statementTimeoutMs: 3_000, mode: "drain", batchSize: 250 },
     }));
     template.hasResourceProperties("AWS::Lambda::Function", {
-      Timeout: 320, // 300 s + 10 s round reserve + 5 s margin + 5 s slack
-      ReservedConcurrentExecutions: 2,
+      Timeout: 380, // 300 s + 60 s jitter + 10 s round reserve + 5 s margin + 5 s slack
+      ReservedConcurrentExecutions: 2, // ceil((380 + 60) / 300)
       Environment: {
         Variables: Match.objectLike({
-          RELAY_MAX_DURATION_MS: "310000",
+          RELAY_MAX_DURATION_MS: "370000",
           RELAY_MODE: "drain",
           RELAY_BATCH_SIZE: "250",
           RELAY_PUBLISH_TIMEOUT_MS: "4000",
@@ -913,7 +917,7 @@ describe("OutboxRelay construct options", () => {
           PURGE_RETENTION_HOURS: "168",
           PURGE_BATCH_SIZE: "5000",
           PURGE_DEAD_LETTER_RETENTION_HOURS: Match.absent(),
-          POWERTOOLS_SERVICE_NAME: "outbox-purge",
+          POWERTOOLS_SERVICE_NAME: "Consumer-Outbox-purge",
         }),
       },
     });
@@ -925,5 +929,180 @@ describe("OutboxRelay construct options", () => {
       AlarmActions: [topic],
     });
     template.resourceCountIs("AWS::SNS::Topic", 1);
+  });
+
+  /** The one Lambda function whose logical id starts with `prefix`. */
+  function functionProps(template: Template, prefix: string) {
+    const id = logicalId(template, "AWS::Lambda::Function", prefix);
+    return (template.toJSON().Resources[id] as Resource).Properties as Record<string, unknown> & {
+      Environment: { Variables: Record<string, unknown> };
+    };
+  }
+
+  it("starts N relays per tick from one rule, reserving N times the per-relay concurrency", () => {
+    const template = constructStack(() => ({ relays: 3 }));
+    const relayId = logicalId(template, "AWS::Lambda::Function", "OutboxRelayFunction");
+    const [, rule] = resources(template, "AWS::Events::Rule").find(([id]) =>
+      id.startsWith("OutboxRelaySchedule"),
+    ) as [string, Resource];
+    const ruleTargets = rule.Properties?.Targets as { Id: string; Arn: unknown }[];
+    expect(ruleTargets.map((t) => t.Arn)).toEqual(Array(3).fill({ "Fn::GetAtt": [relayId, "Arn"] }));
+    expect(new Set(ruleTargets.map((t) => t.Id)).size).toBe(3);
+    expect(functionProps(template, "OutboxRelayFunction").ReservedConcurrentExecutions).toBe(12);
+    expect(() => constructStack(() => ({ relays: 6 }))).toThrow(/relays must be an integer from 1 to 5/);
+  });
+
+  it("exposes parallel rounds, idle polling and the round's byte budget, and sizes memory from them", () => {
+    const template = constructStack(() => ({
+      relay: { parallelRounds: 4, idlePollMinMs: 20, idlePollMaxMs: 500, batchMaxBytes: 32 * MIB },
+    }));
+    const relay = functionProps(template, "OutboxRelayFunction");
+    expect(relay.Environment.Variables).toMatchObject({
+      RELAY_PARALLEL_ROUNDS: "4",
+      RELAY_IDLE_POLL_MIN_MS: "20",
+      RELAY_IDLE_POLL_MAX_MS: "500",
+      RELAY_BATCH_MAX_BYTES: String(32 * MIB),
+    });
+    // 256 + 3 x 4 x 32 = 640 MB.
+    expect(relay.MemorySize).toBe(640);
+    expect(
+      functionProps(
+        constructStack(() => ({ relay: { parallelRounds: 4 } })),
+        "OutboxRelayFunction",
+      ).MemorySize,
+    ).toBe(1024);
+    expect(() => constructStack(() => ({ relay: { memorySize: 512 } }))).toThrow(
+      /relay.memorySize 512 MB is below the 640 MB that 2 parallel rounds of 67108864 payload bytes need/,
+    );
+    expect(() => constructStack(() => ({ relay: { parallelRounds: 0 } }))).toThrow(
+      /relay.parallelRounds must be an integer from 1 to 16, got 0/,
+    );
+    expect(() => constructStack(() => ({ relay: { idlePollMinMs: 300, idlePollMaxMs: 200 } }))).toThrow(
+      /relay.idlePollMaxMs must be an integer from 300 to 60000, got 200/,
+    );
+  });
+
+  it("lets the purge reserve nothing (accounts with a concurrency quota of 10), or a given number", () => {
+    const none = functionProps(
+      constructStack(() => ({
+        purge: { reservedConcurrency: false },
+        relay: { reservedConcurrency: false },
+      })),
+      "OutboxPurgeFunction",
+    );
+    expect(none.ReservedConcurrentExecutions).toBeUndefined();
+    const one = functionProps(
+      constructStack(() => ({ purge: { reservedConcurrency: 1 } })),
+      "OutboxPurgeFunction",
+    );
+    expect(one.ReservedConcurrentExecutions).toBe(1);
+    expect(() => constructStack(() => ({ purge: { reservedConcurrency: 0 } }))).toThrow(
+      /purge.reservedConcurrency must be an integer from 1 to 1000, got 0/,
+    );
+  });
+
+  it("gives two instances in one account their own metrics and alarms, and refuses two that would share them", () => {
+    const stack = new Stack(newApp(), "Shop");
+    const vpc = ec2.Vpc.fromVpcAttributes(stack, "Vpc", {
+      vpcId: "vpc-0123456789abcdef0",
+      availabilityZones: ["eu-west-1a"],
+      privateSubnetIds: ["subnet-0123456789abcdef0"],
+    });
+    const secret = secretsmanager.Secret.fromSecretCompleteArn(
+      stack,
+      "Secret",
+      "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf",
+    );
+    const orders = new OutboxRelay(stack, "Orders", { database: { secret, vpc }, migrations: false });
+    const billing = new OutboxRelay(stack, "Billing", { database: { secret, vpc }, migrations: false });
+    expect([orders.relayServiceName, billing.relayServiceName]).toEqual([
+      "Shop-Orders-relay",
+      "Shop-Billing-relay",
+    ]);
+    const template = Template.fromStack(stack);
+    for (const service of ["Shop-Orders-purge", "Shop-Billing-purge"]) {
+      template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+        MetricName: "PendingEvents",
+        Dimensions: [{ Name: "service", Value: service }],
+      });
+    }
+    expect(
+      () =>
+        new OutboxRelay(stack, "Again", {
+          database: { secret, vpc },
+          migrations: false,
+          serviceName: "Shop-Orders",
+        }),
+    ).toThrow(
+      /metrics namespace "OutboxRelay" and serviceName "Shop-Orders" are already used by Shop\/Orders/,
+    );
+  });
+
+  it("optionally makes the relay the queue's only producer, and lets only the queue redrive into its DLQ", () => {
+    const template = constructStack(() => ({ restrictSendToRelay: true }));
+    const queueId = logicalId(template, "AWS::SQS::Queue", "OutboxQueue");
+    const relayRole = { "Fn::GetAtt": [logicalId(template, "AWS::IAM::Role", "OutboxRelayRole"), "Arn"] };
+    template.hasResourceProperties("AWS::SQS::QueuePolicy", {
+      Queues: [{ Ref: queueId }],
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          {
+            Sid: "OnlyTheOutboxRelaySends",
+            Effect: "Deny",
+            Principal: { AWS: "*" },
+            Action: "sqs:SendMessage",
+            Resource: { "Fn::GetAtt": [queueId, "Arn"] },
+            Condition: { ArnNotEquals: { "aws:PrincipalArn": relayRole } },
+          },
+        ]),
+      },
+    });
+    const queue = template.toJSON().Resources[queueId] as Resource;
+    const queueName = queue.Properties?.QueueName as string;
+    expect(queueName).toMatch(/^[\w-]{1,69}-queue\.fifo$/);
+    template.hasResourceProperties("AWS::SQS::Queue", {
+      RedriveAllowPolicy: {
+        redrivePermission: "byQueue",
+        sourceQueueArns: [
+          {
+            "Fn::Join": [
+              "",
+              [
+                "arn:",
+                { Ref: "AWS::Partition" },
+                ":sqs:",
+                { Ref: "AWS::Region" },
+                ":",
+                { Ref: "AWS::AccountId" },
+                `:${queueName}`,
+              ],
+            ],
+          },
+        ],
+      },
+    });
+    expect(() =>
+      constructStack((stack) => ({
+        restrictSendToRelay: true,
+        queue: sqs.Queue.fromQueueArn(stack, "Orders", "arn:aws:sqs:eu-west-1:123456789012:orders.fifo"),
+      })),
+    ).toThrow(/restrictSendToRelay needs the queue created by the construct/);
+  });
+
+  it("grants the relay the key of an imported CMK-encrypted queue", () => {
+    const keyArn = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+    const template = constructStack((stack) => ({
+      queue: sqs.Queue.fromQueueAttributes(stack, "Orders", {
+        queueArn: "arn:aws:sqs:eu-west-1:123456789012:orders.fifo",
+        fifo: true,
+        keyArn,
+      }),
+    }));
+    const kmsGrants = identityStatements(template).filter(({ statement }) =>
+      asArray(statement.Action as string | string[]).includes("kms:GenerateDataKey"),
+    );
+    expect(kmsGrants.map(({ statement }) => [statement.Action, statement.Resource])).toEqual([
+      [["kms:Decrypt", "kms:GenerateDataKey"], keyArn],
+    ]);
   });
 });
