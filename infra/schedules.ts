@@ -30,8 +30,7 @@ export function relayRule(
   relays: number,
 ): events.Rule {
   return new events.Rule(scope, "RelaySchedule", {
-    description:
-      `Starts ${relays === 1 ? "the outbox relay" : `${relays} outbox relays`} every ` + rate.toHumanString(),
+    description: `Starts ${relays === 1 ? "the outbox relay" : `${relays} outbox relays`} every ${rate.toHumanString()}`,
     schedule: events.Schedule.rate(rate),
     targets: Array.from({ length: relays }, () => new targets.LambdaFunction(fn, STALE_TICK)),
   });

@@ -648,7 +648,8 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       }),
     });
     const [, application] = resources(template, "AWS::Serverless::Application")[0] as [string, Resource];
-    const functionName = (application.Properties?.Parameters as Record<string, string>).functionName;
+    const functionName = (application.Properties as { Parameters: Record<string, string> }).Parameters
+      .functionName;
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: "Errors",
       Dimensions: [{ Name: "FunctionName", Value: functionName }],
@@ -691,7 +692,9 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           JSON.stringify({ "Fn::GetAtt": [functionsGroup, "GroupId"] }),
       )
       .map(
-        ([, r]) => (r.Properties?.DestinationSecurityGroupId as { "Fn::GetAtt": string[] })["Fn::GetAtt"][0],
+        ([, r]) =>
+          (r.Properties as { DestinationSecurityGroupId: { "Fn::GetAtt": string[] } })
+            .DestinationSecurityGroupId["Fn::GetAtt"][0],
       );
     expect(egress.map((id) => id?.replace(/[0-9A-F]{8}$/, "")).sort()).toEqual(
       [
