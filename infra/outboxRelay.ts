@@ -409,10 +409,14 @@ export class OutboxRelay extends Construct {
     if (this.migrations !== undefined) {
       // Not only the schedules: on an update, new relay or purge code must not start (a manual invoke, the
       // previous schedule's tick) before the migration it relies on, so the functions themselves wait.
-      for (const dependent of [this.relayFunction, this.purgeFunction, this.relayRule, this.purgeRule]) {
-        dependent.node.addDependency(this.migrations);
-      }
-      this.metricsRule.node.addDependency(this.migrations);
+      const dependents = [
+        this.relayFunction,
+        this.purgeFunction,
+        this.relayRule,
+        this.purgeRule,
+        this.metricsRule,
+      ];
+      for (const dependent of dependents) dependent.node.addDependency(this.migrations);
     }
 
     // --- Alarms, dashboard ---------------------------------------------------------------------------------------
