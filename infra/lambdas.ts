@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type Duration, RemovalPolicy, Stack, Validations } from "aws-cdk-lib";
+import { type Duration, type RemovalPolicy, Stack, Validations } from "aws-cdk-lib";
 import type * as ec2 from "aws-cdk-lib/aws-ec2";
 import * as iam from "aws-cdk-lib/aws-iam";
 import * as kms from "aws-cdk-lib/aws-kms";
@@ -25,7 +25,7 @@ export interface FunctionPlacement {
 export function logGroup(scope: Construct, id: string, placement: FunctionPlacement): logs.LogGroup {
   return new logs.LogGroup(scope, id, {
     retention: placement.logRetention,
-    removalPolicy: placement.removalPolicy ?? RemovalPolicy.RETAIN,
+    removalPolicy: placement.removalPolicy,
   });
 }
 
