@@ -50,7 +50,7 @@ async function rowStates() {
 }
 
 describe("relay under SQS faults (in-process SQS endpoint)", () => {
-  it("records attempts and backoff while SQS is down, loses nothing, and publishes everything after recovery", async () => {
+  it("records transient failures and backoff while SQS is down, loses nothing, and publishes everything after recovery", async () => {
     const queue = await createFifoQueue(sqs, "outage");
     const written = await writeEvents(
       Array.from({ length: 30 }, (_, i) => anEvent({ aggregateId: `outage-${i % 5}` })),
@@ -64,17 +64,23 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     );
 
     const { rows } = await db.pool.query(
-      "select attempts, last_error, available_at > now() + interval '20 seconds' as backed_off, dead_lettered_at from outbox_events where attempts > 0",
+      "select attempts, transient_failures, last_error, available_at > now() + interval '20 seconds' as backed_off, dead_lettered_at from outbox_events where attempts + transient_failures > 0",
     );
     expect(duringOutage.published).toBe(0);
     expect(rows).toHaveLength(5); // one head per aggregate was tried; the rest waited behind it
     for (const row of rows) {
-      expect(row).toMatchObject({ attempts: 1, backed_off: true, dead_lettered_at: null });
+      // SQS being down says nothing about the message: no attempt is used up.
+      expect(row).toMatchObject({
+        attempts: 0,
+        transient_failures: 1,
+        backed_off: true,
+        dead_lettered_at: null,
+      });
       expect(row.last_error).toMatch(/ECONNRESET|socket hang up|TimeoutError/);
     }
 
     fake.up();
-    await db.pool.query("update outbox_events set available_at = now() where attempts > 0"); // fast-forward the backoff
+    await db.pool.query("update outbox_events set available_at = now() where transient_failures > 0"); // fast-forward the backoff
     await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue));
 
     const ledger = checkLedger(written, fake.deliveries(queueName(queue)));
@@ -97,13 +103,15 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       );
     }
 
-    const { rows } = await db.pool.query("select attempts, dead_lettered_at, last_error from outbox_events");
-    expect(rows[0]).toMatchObject({ attempts: 5, dead_lettered_at: null });
+    const { rows } = await db.pool.query(
+      "select attempts, transient_failures, dead_lettered_at, last_error from outbox_events",
+    );
+    expect(rows[0]).toMatchObject({ attempts: 0, transient_failures: 5, dead_lettered_at: null });
     expect(rows[0].last_error).toMatch(/ThrottlingException/);
     expect(fake.stats.throttled).toBeGreaterThanOrEqual(5);
   });
 
-  it("fails only the rejected entry; its aggregate's later events wait while other aggregates flow", async () => {
+  it("fails only the failed entry; its aggregate's later events wait while other aggregates flow", async () => {
     const queue = await createFifoQueue(sqs, "one-entry");
     const [bad1, bad2, other1, other2] = await writeEvents([
       anEvent({ aggregateId: "rejected-agg", payload: { n: 1 } }),
@@ -135,16 +143,21 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
           eventId: bad1?.id,
           eventType: "order.created",
           aggregateId: "rejected-agg",
-          attempt: 1,
+          transientFailure: 1,
           error: expect.stringMatching(/InternalError/),
         }),
       },
     ]);
     const { rows } = await db.pool.query(
-      "select id, processed_at is not null as published, attempts, dead_lettered_at is not null as dead from outbox_events",
+      "select id, processed_at is not null as published, attempts, transient_failures, dead_lettered_at is not null as dead from outbox_events",
     );
     const state = new Map(rows.map((row) => [row.id, row]));
-    expect(state.get(bad1?.id)).toMatchObject({ published: false, attempts: 1, dead: false });
+    expect(state.get(bad1?.id)).toMatchObject({
+      published: false,
+      attempts: 0,
+      transient_failures: 1,
+      dead: false,
+    });
     expect(state.get(bad2?.id)).toMatchObject({ published: false, attempts: 0 });
     expect(state.get(other1?.id)).toMatchObject({ published: true });
     expect(state.get(other2?.id)).toMatchObject({ published: true });
@@ -155,14 +168,15 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     ]);
   });
 
-  it("dead-letters at once an entry SQS rejects as invalid, and after max attempts one that keeps failing", async () => {
+  it("dead-letters at once an entry SQS rejects as invalid, and after max attempts one SQS keeps rejecting as the sender's fault", async () => {
     const queue = await createFifoQueue(sqs, "dead");
     const [invalid, flaky, healthy] = await writeEvents([anEvent(), anEvent(), anEvent()]);
     fake.setFaults({
       failEntry: (entry) => {
         if (entry.MessageDeduplicationId === invalid?.id)
           return { code: "InvalidParameterValue", senderFault: true };
-        if (entry.MessageDeduplicationId === flaky?.id) return { code: "InternalError", senderFault: false };
+        if (entry.MessageDeduplicationId === flaky?.id)
+          return { code: "UnsupportedOperation", senderFault: true };
         return false;
       },
     });
@@ -176,6 +190,42 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     expect(state.get(invalid?.id)).toMatchObject({ attempts: 1, dead: true, published: false });
     expect(state.get(flaky?.id)).toMatchObject({ attempts: 3, dead: true, published: false });
     expect(state.get(healthy?.id)).toMatchObject({ dead: false, published: true });
+  });
+
+  it("never counts server-side entry errors (SenderFault = false) towards max attempts, however many", async () => {
+    const queue = await createFifoQueue(sqs, "server-side");
+    const written = await writeEvents([
+      anEvent({ aggregateId: "server-side-1", payload: { n: 1 } }),
+      anEvent({ aggregateId: "server-side-1", payload: { n: 2 } }),
+    ]);
+    const [first] = written;
+    const failures = { InternalError: 0, ServiceUnavailable: 0 };
+    fake.setFaults({
+      failEntry: (entry) => {
+        if (entry.MessageDeduplicationId !== first?.id) return false;
+        const code = failures.InternalError < 3 ? "InternalError" : "ServiceUnavailable";
+        if (failures[code] >= 3) return false;
+        failures[code]++;
+        return { code, senderFault: false };
+      },
+    });
+
+    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue, { maxAttempts: 2 }));
+
+    const { rows } = await db.pool.query(
+      "select attempts, transient_failures, dead_lettered_at, processed_at is not null as published from outbox_events where id = $1",
+      [first?.id],
+    );
+    expect(failures).toEqual({ InternalError: 3, ServiceUnavailable: 3 });
+    expect(rows[0]).toMatchObject({
+      attempts: 0,
+      transient_failures: 6,
+      dead_lettered_at: null,
+      published: true,
+    });
+    const ledger = checkLedger(written, fake.deliveries(queueName(queue)));
+    expect(ledger.lost).toEqual([]);
+    expect(ledger.orderViolations).toEqual([]);
   });
 
   it("republishes with the same dedup ids when the relay dies between publish and record", async () => {

@@ -10,6 +10,7 @@ outbox_dead_letters.attempts integer
 outbox_dead_letters.last_error text
 outbox_dead_letters.created_at timestamp with time zone
 outbox_dead_letters.dead_lettered_at timestamp with time zone
+outbox_dead_letters.transient_failures integer
 outbox_events.id uuid not null default gen_random_uuid()
 outbox_events.seq bigint not null generated always as identity
 outbox_events.aggregate_type text not null
@@ -23,6 +24,7 @@ outbox_events.created_at timestamp with time zone not null default now()
 outbox_events.available_at timestamp with time zone not null default now()
 outbox_events.processed_at timestamp with time zone
 outbox_events.dead_lettered_at timestamp with time zone
+outbox_events.transient_failures integer not null default 0
 outbox_migrations.name text not null
 outbox_migrations.checksum text not null
 outbox_migrations.applied_at timestamp with time zone not null default now()
@@ -34,6 +36,7 @@ outbox_events outbox_events_attempts_check CHECK ((attempts >= 0))
 outbox_events outbox_events_event_type_check CHECK (((char_length(event_type) >= 1) AND (char_length(event_type) <= 256)))
 outbox_events outbox_events_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text))
 outbox_events outbox_events_pkey PRIMARY KEY (id)
+outbox_events outbox_events_transient_failures_check CHECK ((transient_failures >= 0))
 outbox_events outbox_published_or_dead CHECK (((processed_at IS NULL) OR (dead_lettered_at IS NULL)))
 outbox_migrations outbox_migrations_pkey PRIMARY KEY (name)
 
@@ -49,7 +52,7 @@ CREATE INDEX outbox_processed_at ON public.outbox_events USING btree (processed_
 outbox_events autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1000, autovacuum_vacuum_insert_scale_factor=0.01, autovacuum_analyze_scale_factor=0.02, autovacuum_vacuum_cost_delay=0
 
 -- views
-outbox_dead_letters:  SELECT id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, last_error, created_at, dead_lettered_at FROM outbox_events WHERE dead_lettered_at IS NOT NULL;
+outbox_dead_letters:  SELECT id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, last_error, created_at, dead_lettered_at, transient_failures FROM outbox_events WHERE dead_lettered_at IS NOT NULL;
 
 -- functions
 CREATE OR REPLACE FUNCTION public.outbox_aggregate_lock_key(aggregate_type text, aggregate_id text)

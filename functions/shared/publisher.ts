@@ -10,6 +10,7 @@ import {
   checkHeaders,
   checkName,
   checkSqsText,
+  checkTimestamp,
   messageAttributes,
   messageSize,
   SQS_MAX_BATCH_BYTES,
@@ -25,12 +26,24 @@ export interface PublishOptions {
   signal?: AbortSignal;
 }
 
+/** A claimed row with its payload and headers loaded (sql/loadPayloads.ts). */
+export interface LoadedRow extends ClaimedRow {
+  /** jsonb's text form (`{"a": 1}`); compacted here. Text, not parsed JSON, so numbers keep their precision. */
+  payload: string;
+  headers: unknown;
+}
+
 /**
- * What happened to one claimed row:
+ * What happened to one claimed row. Which side is at fault decides what a failure costs the row:
  * - `published`: SQS reported this entry successful; only these are marked published.
- * - `rejected`: SQS refused this entry, or the relay found it unsendable; `permanent` when retrying cannot help.
- * - `unsent`: the whole request failed (SQS down, throttled, timed out): says nothing about the message.
- * - `held`: not attempted because an earlier event of its group failed in this round; left untouched.
+ * - `rejected`: the message itself is at fault: the relay cannot build a valid message from the row (any
+ *   reason, any exception), or SQS refused the entry as the sender's fault (`SenderFault = true`). Counts
+ *   towards RELAY_MAX_ATTEMPTS; `permanent` when no retry can help (dead-lettered at once).
+ * - `unsent`: SQS did not take it for a reason of its own: the whole request failed (unreachable, throttled,
+ *   timed out, 5xx) or SQS failed this entry on its side (`SenderFault = false`: InternalError, ...). Says
+ *   nothing about the message: backs off and retries without limit, never dead-letters.
+ * - `held`: not attempted this round (an earlier event of its group failed in this round, or the round's byte
+ *   budget was spent); left untouched.
  */
 export type PublishResult =
   | { row: ClaimedRow; status: "published" }
@@ -39,7 +52,7 @@ export type PublishResult =
   | { row: ClaimedRow; status: "held" };
 
 interface Prepared {
-  row: ClaimedRow;
+  row: LoadedRow;
   entry: SendMessageBatchRequestEntry;
   size: number;
 }
@@ -56,14 +69,14 @@ const CONTENT_CODES =
  * group in one request could reorder), a group's requests strictly one after another ("waves"), and after a
  * failure the group's later rows are held for the next round. Requests of different groups run concurrently.
  */
-export async function publishRows(sqs: SQSClient, rows: readonly ClaimedRow[], options: PublishOptions) {
+export async function publishRows(sqs: SQSClient, rows: readonly LoadedRow[], options: PublishOptions) {
   const results: PublishResult[] = [];
   const waves: Prepared[][] = [];
   const positionInGroup = new Map<string, number>();
   for (const row of rows) {
     const prepared = prepare(row, options.maxMessageBytes);
-    if (prepared instanceof ValidationError) {
-      results.push({ row, status: "rejected", error: prepared.message, permanent: true });
+    if (typeof prepared === "string") {
+      results.push({ row, status: "rejected", error: prepared, permanent: true });
       continue;
     }
     const position = positionInGroup.get(row.aggregate_id) ?? 0;
@@ -91,8 +104,13 @@ export async function publishRows(sqs: SQSClient, rows: readonly ClaimedRow[], o
   return results;
 }
 
-/** Builds the SQS entry, refusing rows SQS would reject (a hand-inserted bad group id, an oversized body). */
-function prepare(row: ClaimedRow, maxMessageBytes: number): Prepared | ValidationError {
+/**
+ * Builds the SQS entry, refusing rows SQS would reject (a hand-inserted bad group id, an oversized body, an
+ * infinite created_at). Returns the reason as text for any row it cannot turn into a message, whatever was
+ * thrown: one malformed row must be dead-lettered on its own, never fail the round (and, being the oldest
+ * pending row, every round after it).
+ */
+function prepare(row: LoadedRow, maxMessageBytes: number): Prepared | string {
   try {
     const body = compactJsonbText(row.payload);
     checkSqsText("payload", body);
@@ -102,7 +120,7 @@ function prepare(row: ClaimedRow, maxMessageBytes: number): Prepared | Validatio
       aggregateId: checkGroupId("aggregate_id", row.aggregate_id),
       eventType: checkName("event_type", row.event_type),
       headers: checkHeaders("headers", row.headers),
-      createdAt: row.created_at,
+      createdAt: checkTimestamp("created_at", row.created_at),
       body,
     });
     const size = messageSize(body, attributes);
@@ -124,8 +142,8 @@ function prepare(row: ClaimedRow, maxMessageBytes: number): Prepared | Validatio
       },
     };
   } catch (error) {
-    if (error instanceof ValidationError) return error;
-    throw error;
+    if (error instanceof ValidationError) return error.message;
+    return `cannot build the message: ${errorMessage(error)}`;
   }
 }
 
@@ -168,10 +186,16 @@ async function sendBatch(
         return { row: message.row, status: "unsent", error: "SQS reported neither success nor failure" };
       }
       const code = failure.Code ?? "UnknownError";
+      const error = `${code}: ${failure.Message ?? ""}`.trim();
+      // SenderFault is required in the response; a missing one is read as the message's fault, as SQS
+      // classifies the entry errors its documentation lists (all sender faults).
+      if (failure.SenderFault === false) {
+        return { row: message.row, status: "unsent", error: `SQS failed the entry on its side: ${error}` };
+      }
       return {
         row: message.row,
         status: "rejected",
-        error: `SQS rejected the message: ${code}: ${failure.Message ?? ""}`.trim(),
+        error: `SQS rejected the message: ${error}`,
         permanent: PERMANENT_CODES.test(code),
       };
     });

@@ -1,12 +1,13 @@
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { backoffDelayMs } from "./backoff.ts";
-import { type SessionPool, withTransaction } from "./db.ts";
+import { type Queryable, type SessionPool, withTransaction } from "./db.ts";
 import { checkIntegerOption } from "./env.ts";
 import { ConfigError, errorMessage } from "./errors.ts";
-import { type OutboxLocation, outboxNames } from "./identifiers.ts";
-import { type PublishResult, publishRows } from "./publisher.ts";
+import { type OutboxLocation, type OutboxNames, outboxNames } from "./identifiers.ts";
+import { type LoadedRow, type PublishResult, publishRows } from "./publisher.ts";
 import { sleep } from "./sleep.ts";
 import { type ClaimedRow, claimBatch } from "./sql/claimBatch.ts";
+import { loadPayloads } from "./sql/loadPayloads.ts";
 import { type RowOutcome, recordOutcomes } from "./sql/recordOutcomes.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "./sqsMessage.ts";
 
@@ -16,7 +17,10 @@ export interface RelayOptions extends OutboxLocation {
   batchSize: number;
   /** SendMessageBatch requests in flight at once. */
   concurrency: number;
-  /** Failed tries after which a row whose message SQS rejected becomes a dead letter. */
+  /**
+   * Failed tries after which a row becomes a dead letter; only failures the message caused count (SQS refused
+   * it as the sender's fault, or it cannot be made into a message). SQS's own failures never dead-letter.
+   */
   maxAttempts: number;
   backoffBaseMs: number;
   backoffMaxMs: number;
@@ -24,6 +28,11 @@ export interface RelayOptions extends OutboxLocation {
   strictOrder: boolean;
   /** The queue's MaximumMessageSize. */
   maxMessageBytes: number;
+  /**
+   * Payload and header bytes one round loads at most (the first row always loads): bounds a round's memory by
+   * bytes, not only by batchSize. Rows past it stay pending for the next round.
+   */
+  batchMaxBytes: number;
   /** `drain`: stop when nothing is claimable. `dwell`: keep polling until the time budget ends. */
   mode: "drain" | "dwell";
   /** Upper bound on one round's SQS publishing; requests still in flight then are aborted. */
@@ -48,6 +57,10 @@ export const DEFAULT_RELAY_OPTIONS = {
   backoffMaxMs: 300_000,
   strictOrder: false,
   maxMessageBytes: SQS_MAX_MESSAGE_BYTES,
+  // Measured (bench "relay peak RSS"): a round's memory is ~3x the payload bytes it loads (pg's result, the
+  // compact body, the SDK's request JSON). Two rounds of 32 MiB peaked at ~X MB RSS draining 1 MiB events,
+  // leaving a 512 MB Lambda its headroom; small events never reach it (100 x 10 KB = 1 MB).
+  batchMaxBytes: 32 * 1_048_576,
   mode: "dwell",
   publishTimeoutMs: 10_000,
   statementTimeoutMs: 5_000,
@@ -105,8 +118,9 @@ export interface RelaySummary {
   lastError?: string;
 }
 
-const MAX_ERROR_LENGTH = 1_000;
 const DRAIN_MAX_CONSECUTIVE_ERRORS = 3;
+/** 1 GiB: more than any Lambda can give a round (10 GB memory at most, shared by the parallel rounds). */
+export const MAX_BATCH_MAX_BYTES = 1_073_741_824;
 
 export function validateRelayOptions(options: RelayOptions): RelayOptions {
   const check = (name: keyof RelayOptions, min: number, max: number) =>
@@ -117,6 +131,7 @@ export function validateRelayOptions(options: RelayOptions): RelayOptions {
   check("backoffBaseMs", 1, 86_400_000);
   check("backoffMaxMs", options.backoffBaseMs, 86_400_000);
   check("maxMessageBytes", 1024, SQS_MAX_MESSAGE_BYTES);
+  check("batchMaxBytes", 1024, MAX_BATCH_MAX_BYTES);
   check("publishTimeoutMs", 100, 900_000);
   check("statementTimeoutMs", 100, 900_000);
   check("idlePollMinMs", 1, 60_000);
@@ -260,12 +275,15 @@ export async function relayRound(deps: RelayDeps, options: RelayOptions): Promis
     });
     if (rows.length === 0) return emptyReport(0);
 
-    const results = await publishRows(deps.sqs, rows, {
-      queueUrl: options.queueUrl,
-      concurrency: options.concurrency,
-      maxMessageBytes: options.maxMessageBytes,
-      signal: AbortSignal.timeout(options.publishTimeoutMs),
-    });
+    const { sendable, results } = await loadRows(client, names, rows, options);
+    results.push(
+      ...(await publishRows(deps.sqs, sendable, {
+        queueUrl: options.queueUrl,
+        concurrency: options.concurrency,
+        maxMessageBytes: options.maxMessageBytes,
+        signal: AbortSignal.timeout(options.publishTimeoutMs),
+      })),
+    );
     const outcomes = results.flatMap((result) => toOutcome(result, options));
     await recordOutcomes(client, names, outcomes);
     const publishedAt = Date.now();
@@ -279,7 +297,7 @@ export async function relayRound(deps: RelayDeps, options: RelayOptions): Promis
         report.published++;
         report.publishedEvents.push({
           eventType: result.row.event_type,
-          lagMs: publishedAt - result.row.created_at.getTime(),
+          lagMs: publishedAt - Number(result.row.created_at),
         });
       } else if (result.status === "held") {
         report.held++;
@@ -298,23 +316,61 @@ export async function relayRound(deps: RelayDeps, options: RelayOptions): Promis
 }
 
 /**
- * Published rows are marked; held rows are left alone. A rejected message counts towards dead-lettering
- * (at once when permanent). A request that failed as a whole (SQS unreachable, throttled) backs off and counts
- * an attempt but never dead-letters: an SQS outage must not turn the whole backlog into dead letters.
+ * Loads the claimed rows' payloads within the round's byte budget. A row certainly over the queue's limit is
+ * rejected without its text ever reaching this process; a row past the budget is held for a later round.
+ */
+async function loadRows(
+  client: Queryable,
+  names: OutboxNames,
+  rows: readonly ClaimedRow[],
+  options: RelayOptions,
+): Promise<{ sendable: LoadedRow[]; results: PublishResult[] }> {
+  const loaded = new Map(
+    (
+      await loadPayloads(
+        client,
+        names,
+        rows.map((row) => row.id),
+        { maxMessageBytes: options.maxMessageBytes, budgetBytes: options.batchMaxBytes },
+      )
+    ).map((payload) => [payload.id, payload]),
+  );
+  const sendable: LoadedRow[] = [];
+  const results: PublishResult[] = [];
+  for (const row of rows) {
+    const payload = loaded.get(row.id);
+    if (payload === undefined || payload.status === "overBudget") {
+      results.push({ row, status: "held" });
+    } else if (payload.status === "unsendable") {
+      results.push({ row, status: "rejected", error: payload.error, permanent: true });
+    } else {
+      sendable.push({ ...row, payload: payload.payload, headers: payload.headers });
+    }
+  }
+  return { sendable, results };
+}
+
+/**
+ * Published rows are marked; held rows are left alone. A rejected message (its own fault) counts an attempt
+ * and dead-letters at max attempts, or at once when permanent. A failure on SQS's side (`unsent`: the request
+ * failed as a whole, or the entry with SenderFault = false) counts a transient failure instead, backs off on
+ * that count (capped, jittered) and never dead-letters: an SQS outage, however long, must not turn the backlog
+ * into dead letters, nor leave heads one InternalError away from it.
  */
 function toOutcome(result: PublishResult, options: RelayOptions): RowOutcome[] {
   const { row } = result;
   if (result.status === "held") return [];
   if (result.status === "published") return [{ id: row.id, published: true }];
-  const attempt = row.attempts + 1;
-  const deadLetter = result.status === "rejected" && (result.permanent || attempt >= options.maxAttempts);
+  const rejected = result.status === "rejected";
+  const failures = (rejected ? row.attempts : row.transient_failures) + 1;
   return [
     {
       id: row.id,
       published: false,
-      error: result.error.slice(0, MAX_ERROR_LENGTH),
-      retryInMs: backoffDelayMs(attempt, options.backoffBaseMs, options.backoffMaxMs),
-      deadLetter,
+      error: result.error,
+      retryInMs: backoffDelayMs(failures, options.backoffBaseMs, options.backoffMaxMs),
+      deadLetter: rejected && (result.permanent || failures >= options.maxAttempts),
+      counts: rejected ? "attempt" : "transient",
     },
   ];
 }
@@ -326,7 +382,9 @@ function logFailure(logger: RelayLogger | undefined, result: PublishResult, dead
     eventType: result.row.event_type,
     aggregateType: result.row.aggregate_type,
     aggregateId: result.row.aggregate_id,
-    attempt: result.row.attempts + 1,
+    ...(result.status === "rejected"
+      ? { attempt: result.row.attempts + 1 }
+      : { transientFailure: result.row.transient_failures + 1 }),
     failure: result.status,
     error: result.error,
   };

@@ -1,7 +1,12 @@
 import { type DatabaseSource, databaseSourceFromEnv } from "./connection.ts";
 import { boolean, integer, oneOf, optionalString, requiredString } from "./env.ts";
 import { outboxLocationFromEnv } from "./identifiers.ts";
-import { DEFAULT_RELAY_OPTIONS, type RelayOptions, validateRelayOptions } from "./relay.ts";
+import {
+  DEFAULT_RELAY_OPTIONS,
+  MAX_BATCH_MAX_BYTES,
+  type RelayOptions,
+  validateRelayOptions,
+} from "./relay.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "./sqsMessage.ts";
 
 type Env = Record<string, string | undefined>;
@@ -31,6 +36,7 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
     backoffMaxMs: integer(env, "RELAY_BACKOFF_MAX_MS", d.backoffMaxMs, 1, 86_400_000),
     strictOrder: boolean(env, "RELAY_STRICT_ORDER", d.strictOrder),
     maxMessageBytes: integer(env, "RELAY_MAX_MESSAGE_BYTES", d.maxMessageBytes, 1024, SQS_MAX_MESSAGE_BYTES),
+    batchMaxBytes: integer(env, "RELAY_BATCH_MAX_BYTES", d.batchMaxBytes, 1024, MAX_BATCH_MAX_BYTES),
     mode: oneOf(env, "RELAY_MODE", ["dwell", "drain"], d.mode),
     publishTimeoutMs: integer(env, "RELAY_PUBLISH_TIMEOUT_MS", d.publishTimeoutMs, 100, 900_000),
     statementTimeoutMs: integer(env, "RELAY_STATEMENT_TIMEOUT_MS", d.statementTimeoutMs, 100, 900_000),

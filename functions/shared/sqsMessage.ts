@@ -75,6 +75,18 @@ export function checkName(field: string, value: unknown): string {
   return value;
 }
 
+/**
+ * A time that can be sent as an ISO 8601 attribute. Postgres accepts 'infinity' and years up to 294276, which
+ * node-postgres hands over as a number (Infinity) or an invalid Date; neither has an ISO form.
+ */
+export function checkTimestamp(field: string, value: unknown): Date {
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
+    const shown = value instanceof Date ? "beyond the range of a JavaScript Date" : String(value);
+    throw new ValidationError(field, `is ${shown}, which cannot be sent as an ISO 8601 time`);
+  }
+  return value;
+}
+
 export function checkGroupId(field: string, value: unknown): string {
   if (typeof value !== "string") throw new ValidationError(field, `must be a string, got ${typeOf(value)}`);
   if (value.length === 0 || value.length > MAX_GROUP_ID_LENGTH) {

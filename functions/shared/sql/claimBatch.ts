@@ -7,14 +7,20 @@ export interface ClaimedRow {
   aggregate_type: string;
   aggregate_id: string;
   event_type: string;
-  /** jsonb's text form (`{"a": 1}`); the publisher compacts it. Text, not parsed JSON, so numbers keep precision. */
-  payload: string;
-  headers: Record<string, unknown>;
   attempts: number;
-  created_at: Date;
+  /** Tries that failed on SQS's side (outage, throttling, InternalError); they never dead-letter. */
+  transient_failures: number;
+  /**
+   * As node-postgres parses timestamptz: a Date, but `Infinity`/`-Infinity` for 'infinity' and an invalid Date
+   * beyond JavaScript's range (a hand-inserted row); the publisher checks it.
+   */
+  created_at: Date | number;
 }
 
 /**
+ * The claim returns no payload or headers: they can be large (or, inserted by hand, huge), so they are sized in
+ * SQL and loaded separately within the round's byte budget (loadPayloads.ts).
+ *
  * Locks up to `limit` publishable rows, oldest first, for the rest of the caller's transaction.
  *
  * Only the *head* of each aggregate is taken: the row whose seq is the smallest among the unpublished rows of
@@ -44,8 +50,8 @@ export async function claimBatch(
   options: { limit: number; strictOrder: boolean },
 ): Promise<ClaimedRow[]> {
   const { rows } = await db.query<ClaimedRow>(
-    `select o.id, o.seq, o.aggregate_type, o.aggregate_id, o.event_type, o.payload::text as payload,
-            o.headers, o.attempts, o.created_at
+    `select o.id, o.seq, o.aggregate_type, o.aggregate_id, o.event_type, o.attempts, o.transient_failures,
+            o.created_at
      from ${names.qualified} as o
      where o.processed_at is null
        and o.dead_lettered_at is null

@@ -52,8 +52,8 @@ export function checkRedriveSelector(selector: RedriveSelector): void {
 }
 
 /**
- * Returns the selected dead letters to pending: attempts 0, dead_lettered_at null, available now, so the next
- * relay round claims them (each still only as the head of its aggregate, so a redriven event is published
+ * Returns the selected dead letters to pending: attempts 0, transient failures 0 (the backoff starts over),
+ * dead_lettered_at null, available now, so the next relay round claims them (each still only as the head of its aggregate, so a redriven event is published
  * before the pending events that follow it). last_error is kept, prefixed with when it was redriven and
  * after how many attempts, so the history of the row survives the reset.
  *
@@ -77,6 +77,7 @@ export async function redriveDeadLetters(
     `update ${names.qualified} as o
      set dead_lettered_at = null,
          attempts = 0,
+         transient_failures = 0,
          available_at = now(),
          last_error = format('redriven at %s after %s attempts; last error: %s',
                              to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
