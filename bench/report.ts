@@ -7,6 +7,7 @@ import { type EnqueueResults, enqueueTable } from "./measures/enqueueThroughput.
 import type { LatencyRun } from "./measures/latency.ts";
 import type { PurgeInterferenceRun } from "./measures/purgeInterference.ts";
 import type { RelayBundle } from "./measures/relayBundle.ts";
+import type { RelayMemoryRun } from "./measures/relayMemory.ts";
 import type { RelayProfile } from "./measures/relayProfile.ts";
 import type { RelayTuning } from "./measures/relayThroughput.ts";
 
@@ -17,6 +18,8 @@ export const TARGETS = {
   dwellP99Ms: 1_000,
   claimP99Ms: 10,
   purgeRatio: 0.8,
+  /** The Lambda's memory; "well under" is read as ≤ 75 % of it, the rest is headroom. */
+  relayPeakRssMiB: 512,
 } as const;
 
 export interface TunedThroughput {
@@ -53,6 +56,7 @@ export interface BenchResults {
   relayProfile?: RelayProfile;
   bundle?: RelayBundle;
   enqueue?: EnqueueResults;
+  relayMemory?: RelayMemoryRun[];
 }
 
 const tuningLabel = (t: RelayTuning) =>
@@ -221,6 +225,18 @@ export function summaryTable(r: BenchResults): string {
       `process start → handler ready ${n(b.processToReadyMs)} ms (median of ${b.samples})`,
       "–",
       "",
+    ]);
+  }
+  for (const m of r.relayMemory ?? []) {
+    const bounded = m.batchMaxBytes < 1_073_741_824;
+    rows.push([
+      bounded
+        ? `relay peak RSS, ${m.events} events of ~1 MiB, default options (budget ${n(m.batchMaxBytes / 1_048_576)} MiB per round)`
+        : `same, no byte budget (every claimed payload loaded: the relay before the budget)`,
+      `${n(m.peakRssMiB)} MiB`,
+      `idle ${n(m.idleRssMiB)} MiB; drained in ${n(m.seconds, 1)} s`,
+      bounded ? `well under ${TARGETS.relayPeakRssMiB} MiB` : "–",
+      bounded ? verdict(m.peakRssMiB <= TARGETS.relayPeakRssMiB * 0.75) : "",
     ]);
   }
   return markdownTable(["measurement", "result (median)", "spread / detail", "target", ""], rows);

@@ -16,6 +16,7 @@ import { type EnqueueShape, measureEnqueueGuards } from "./measures/enqueueThrou
 import { measureLatency } from "./measures/latency.ts";
 import { measurePurgeInterference } from "./measures/purgeInterference.ts";
 import { measureRelayBundle } from "./measures/relayBundle.ts";
+import { measureRelayMemory } from "./measures/relayMemory.ts";
 import { profileRelay } from "./measures/relayProfile.ts";
 import { measureRelay, type RelayRun, type RelayTuning } from "./measures/relayThroughput.ts";
 import { measureSeedBaseline } from "./measures/seedBaseline.ts";
@@ -60,6 +61,10 @@ const ENQUEUE_SHAPES: EnqueueShape[] = [
   { name: "hot aggregate", writers: 16, aggregates: 1 },
 ];
 const ENQUEUE_DURATION_MS = 5_000;
+/** ~1 MiB events (the largest SQS takes, with the relay's attributes): 2 full batches of 100 per round. */
+const MEMORY_LOAD = { events: 400, payloadBytes: 1_040_000 };
+/** The relay before its byte budget: every claimed payload in memory at once. */
+const UNBOUNDED_BATCH_BYTES = 1_073_741_824;
 
 const PARTS = [
   "throughput",
@@ -71,6 +76,7 @@ const PARTS = [
   "purge",
   "bundle",
   "enqueue",
+  "memory",
 ] as const;
 type Part = (typeof PARTS)[number];
 
@@ -210,6 +216,15 @@ try {
       ENQUEUE_DURATION_MS,
       meter,
     );
+  }
+  if (runs("memory")) {
+    log(`relay peak RSS draining ${MEMORY_LOAD.events} events of ~1 MiB, default options, then unbounded`);
+    results.relayMemory = [];
+    for (const budget of [DEFAULT_RELAY_OPTIONS.batchMaxBytes, UNBOUNDED_BATCH_BYTES]) {
+      results.relayMemory.push(
+        await measureRelayMemory(db.server.url, db.pool, endpoint, MEMORY_LOAD, budget),
+      );
+    }
   }
 } finally {
   await endpoint.close();

@@ -1,6 +1,6 @@
 import type { SessionClient, SessionPool } from "../../functions/shared/db.ts";
 
-/** `tx`: begin, the transaction-local set_config and commit. */
+/** `claim` includes loading the payloads (sql/loadPayloads.ts and its savepoint); `tx`: begin, set_config, commit. */
 export type RoundPhase = "claim" | "publish" | "record" | "tx";
 
 /** Milliseconds per phase, summed over every round that went through the pool. */
@@ -40,7 +40,9 @@ export function profiledPool(pool: SessionPool): { pool: SessionPool; totals: Ph
 }
 
 function phaseOf(sql: string): RoundPhase {
-  if (sql.includes("skip locked")) return "claim";
+  if (sql.includes("skip locked") || sql.includes("load_payloads") || sql.includes("pg_column_size")) {
+    return "claim";
+  }
   if (sql.trimStart().startsWith("update")) return "record";
   return "tx";
 }

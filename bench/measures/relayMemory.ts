@@ -1,0 +1,91 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import type pg from "pg";
+import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay.ts";
+import { resetOutbox } from "../lib/benchDatabase.ts";
+import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
+import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
+
+export interface RelayMemoryRun {
+  /** RELAY_BATCH_MAX_BYTES of the run. */
+  batchMaxBytes: number;
+  events: number;
+  payloadBytes: number;
+  /** Peak resident set of the relay process (process.resourceUsage().maxRSS), MiB. */
+  peakRssMiB: number;
+  /** RSS of the same process before its first claim (runtime, SDK, pg), MiB. */
+  idleRssMiB: number;
+  seconds: number;
+}
+
+const WORKER = fileURLToPath(new URL("./relayMemoryWorker.ts", import.meta.url));
+
+/**
+ * Peak RSS of the relay draining large events with default options (batch 100, 2 parallel rounds), each run in
+ * a fresh process so its maxRSS is its own. `batchMaxBytes` 1 GiB stands for the relay before the byte budget:
+ * every claimed row's payload loaded at once, 2 rounds × 100 × ~1 MiB.
+ */
+export async function measureRelayMemory(
+  databaseUrl: string,
+  pool: pg.Pool,
+  endpoint: BenchSqsEndpoint,
+  shape: { events: number; payloadBytes: number },
+  batchMaxBytes: number,
+): Promise<RelayMemoryRun> {
+  await resetOutbox(pool);
+  // One event per aggregate, so every claim finds a full batch of heads. md5 text does not compress much,
+  // like real payloads; `repeat` of a constant would make the stored rows tiny.
+  await pool.query(
+    `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload)
+     select 'order', 'memory-' || i, 'order.created',
+            jsonb_build_object('blob', repeat(md5(i::text), $2::integer / 32))
+     from generate_series(1, $1::integer) as i`,
+    [shape.events, shape.payloadBytes],
+  );
+  await pool.query("vacuum analyze outbox_events");
+  const sqs = relaySqsClient(endpoint.url, DEFAULT_RELAY_OPTIONS.publishTimeoutMs);
+  let queueUrl: string;
+  try {
+    queueUrl = await createBenchQueue(sqs, "memory");
+  } finally {
+    sqs.destroy();
+  }
+  await endpoint.takeDeliveries();
+  const child = spawn(process.execPath, [WORKER], {
+    env: {
+      PATH: process.env.PATH ?? "",
+      BENCH_DATABASE_URL: databaseUrl,
+      BENCH_SQS_URL: endpoint.url,
+      BENCH_QUEUE_URL: queueUrl,
+      BENCH_BATCH_MAX_BYTES: String(batchMaxBytes),
+    },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let stdout = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  if (code !== 0) throw new Error(`relay memory worker exited with ${code}: ${stdout}`);
+  const report = JSON.parse(stdout) as {
+    published: number;
+    peakRssMiB: number;
+    idleRssMiB: number;
+    ms: number;
+    lastError?: string;
+  };
+  const delivered = new Set((await endpoint.takeDeliveries()).map((delivery) => delivery.dedupId)).size;
+  if (report.published !== shape.events || delivered !== shape.events) {
+    throw new Error(
+      `memory run published ${report.published} and delivered ${delivered} of ${shape.events}: ${report.lastError ?? "no error"}`,
+    );
+  }
+  return {
+    batchMaxBytes,
+    events: shape.events,
+    payloadBytes: shape.payloadBytes,
+    peakRssMiB: report.peakRssMiB,
+    idleRssMiB: report.idleRssMiB,
+    seconds: report.ms / 1000,
+  };
+}

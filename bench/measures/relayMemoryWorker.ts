@@ -1,0 +1,36 @@
+/**
+ * The relay in a process of its own, for measures/relayMemory.ts: default options but drain mode and the given
+ * byte budget, the handler's SQS client and a 2-session pool (one per parallel round). Prints one JSON line:
+ * events published, peak and idle RSS (MiB) and duration.
+ */
+import pg from "pg";
+import { DEFAULT_RELAY_OPTIONS, runRelay } from "../../functions/shared/relay.ts";
+import { relaySqsClient } from "../lib/sqsClient.ts";
+
+const env = (name: string) => {
+  const value = process.env[name];
+  if (value === undefined) throw new Error(`${name} is not set`);
+  return value;
+};
+const mib = (bytes: number) => Math.round((bytes / 1_048_576) * 10) / 10;
+
+const options = {
+  ...DEFAULT_RELAY_OPTIONS,
+  queueUrl: env("BENCH_QUEUE_URL"),
+  mode: "drain" as const,
+  batchMaxBytes: Number(env("BENCH_BATCH_MAX_BYTES")),
+};
+const pool = new pg.Pool({ connectionString: env("BENCH_DATABASE_URL"), max: options.parallelRounds });
+const sqs = relaySqsClient(env("BENCH_SQS_URL"), options.publishTimeoutMs);
+await pool.query("select 1");
+const idleRss = process.memoryUsage().rss;
+const started = performance.now();
+const summary = await runRelay({ pool, sqs, deadline: Date.now() + 600_000 }, options);
+const ms = performance.now() - started;
+// maxRSS is in KiB: the process's high-water mark, however briefly it was reached.
+const peakRss = process.resourceUsage().maxRSS * 1024;
+await pool.end();
+sqs.destroy();
+process.stdout.write(
+  `${JSON.stringify({ published: summary.published, peakRssMiB: mib(peakRss), idleRssMiB: mib(idleRss), ms, lastError: summary.lastError })}\n`,
+);
