@@ -42,6 +42,7 @@ describe("relay configuration from the environment", () => {
       maxAttempts: 10,
       mode: "dwell",
       strictOrder: false,
+      batchMaxBytes: 33_554_432,
     });
     expect(config).toMatchObject({ budgetMarginMs: 5_000, listen: false });
   });
@@ -57,6 +58,10 @@ describe("relay configuration from the environment", () => {
     [{ RELAY_BATCH_SIZE: "1001" }, /RELAY_BATCH_SIZE must be an integer from 1 to 1000, got "1001"/],
     [{ RELAY_BATCH_SIZE: "ten" }, /RELAY_BATCH_SIZE must be an integer/],
     [{ RELAY_MODE: "fast" }, /RELAY_MODE must be one of dwell, drain, got "fast"/],
+    [
+      { RELAY_BATCH_MAX_BYTES: "512" },
+      /RELAY_BATCH_MAX_BYTES must be an integer from 1024 to 1073741824, got "512"/,
+    ],
     [{ RELAY_STRICT_ORDER: "maybe" }, /RELAY_STRICT_ORDER must be true or false/],
     [{ OUTBOX_TABLE: "x; drop table y" }, /table: .* is not an accepted identifier/],
     [{ DATABASE_URL: undefined }, /set DATABASE_URL .* or DATABASE_SECRET_ARN/],
