@@ -331,7 +331,7 @@ async function loadRows(
       await loadPayloads(
         client,
         names,
-        rows.map((row) => row.id),
+        rows.toSorted((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1)).map((row) => row.id),
         { maxMessageBytes: options.maxMessageBytes, budgetBytes: options.batchMaxBytes },
       )
     ).map((payload) => [payload.id, payload]),

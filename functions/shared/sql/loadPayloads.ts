@@ -44,8 +44,8 @@ interface Row {
 }
 
 /**
- * Sizes the claimed rows in SQL and loads the payload and headers of those that are sendable and fit the
- * round's byte budget, in seq order (a prefix: once the budget is spent, later rows wait, so a round's memory
+ * Sizes the claimed rows (`ids`, in seq order) in SQL and loads the payload and headers of those that are
+ * sendable and fit the round's byte budget, in that order (a prefix: once the budget is spent, later rows wait, so a round's memory
  * is bounded by bytes, not only by RELAY_BATCH_SIZE).
  *
  * Why sizes first, in SQL: before this, `payload::text` of every claimed row came to the relay before any size
@@ -58,7 +58,8 @@ interface Row {
  *   the other way. It is used only as the cheap one-sided test above (STORED_BYTES_PER_TEXT_BYTE).
  * - headers become message attributes: per header its name, `String` and its value, summed in SQL with
  *   jsonb_each_text; a header set over the limit is never loaded either.
- * The budget: a recursive walk over the claimed rows in seq order, one row per step, carrying the bytes loaded
+ * The budget: a recursive walk over `ids`, one row per step (a primary-key probe for the id at that position of
+ * the array: no scan, no join to a row-numbered CTE, which Postgres re-ran at every step), carrying the bytes loaded
  * so far; it stops at the first sendable row that does not fit (so the loaded rows are a prefix, and at least one
  * when `loadFirst`). Each visited row's text is printed once (`offset 0` keeps the lateral from being inlined,
  * which printed it up to four times) and kept only if loaded. Why a walk and not a window over every claimed
@@ -128,24 +129,19 @@ async function query(
   loadFirst: boolean,
 ): Promise<Row[]> {
   const { rows } = await db.query<Row>(
-    `with recursive ordered as (
-       select o.id, row_number() over (order by o.seq) as rn
-       from ${names.qualified} as o
-       where o.id = any($1::uuid[])
-     ), walk as (
+    `with recursive walk as (
        select 0::bigint as rn, null::uuid as id, 0 as payload_stored_bytes, 0 as headers_stored_bytes,
               0::bigint as payload_bytes, 0::bigint as header_bytes, false as load, null::text as payload,
               null::jsonb as headers, 0::bigint as total, 0::bigint as loaded, true as go_on
        union all
-       select n.rn, n.id, s.payload_stored_bytes, s.headers_stored_bytes, k.payload_bytes, s.header_bytes, d.load,
+       select w.rn + 1, s.id, s.payload_stored_bytes, s.headers_stored_bytes, k.payload_bytes, s.header_bytes, d.load,
               case when d.load then s.text end, case when d.load then s.headers end,
               w.total + case when d.load then k.payload_bytes + s.header_bytes else 0 end,
               w.loaded + d.load::integer,
               not (k.sendable and not d.load)
        from walk as w
-       join ordered as n on n.rn = w.rn + 1
        cross join lateral (
-         select pg_column_size(o.payload) as payload_stored_bytes,
+         select o.id, pg_column_size(o.payload) as payload_stored_bytes,
                 pg_column_size(o.headers) as headers_stored_bytes,
                 case when pg_column_size(o.payload) <= $2::bigint then o.payload::text end as text,
                 case when pg_column_size(o.headers) <= $2::bigint then (
@@ -154,7 +150,7 @@ async function query(
                 ) end as header_bytes,
                 o.headers
          from ${names.qualified} as o
-         where o.id = n.id
+         where o.id = ($1::uuid[])[w.rn + 1]
          offset 0
        ) as s
        cross join lateral (
@@ -167,7 +163,7 @@ async function query(
                 and (w.total + k.payload_bytes + s.header_bytes <= $4::bigint or (w.loaded = 0 and $5::boolean))
                   as load
        ) as d
-       where w.go_on
+       where w.go_on and w.rn < cardinality($1::uuid[])
      )
      select id, payload_stored_bytes, headers_stored_bytes, payload_bytes::integer, header_bytes, load, payload,
             headers
