@@ -16,7 +16,8 @@ export interface OutboxSnapshot {
   oldestPendingAgeSeconds: number;
   deadLetters: number;
   /**
-   * Aggregates whose head (earliest unpublished event) is in backoff after a failure, or is a dead letter.
+   * Aggregates whose head (earliest unpublished event) is in backoff after a failure (the message's or SQS's),
+   * or is a dead letter.
    * Dead heads are counted as strict-order mode sees them: in the default mode the aggregate's later events
    * flow past a dead letter, but the dead letter still needs an operator.
    */
@@ -46,7 +47,8 @@ export function outboxSnapshotStatements(names: OutboxNames) {
     blockedAggregates: `select count(*) as blocked_aggregates
        from ${names.qualified} as o
        where o.processed_at is null
-         and (o.dead_lettered_at is not null or (o.attempts > 0 and o.available_at > now()))
+         and (o.dead_lettered_at is not null
+              or (o.attempts + o.transient_failures > 0 and o.available_at > now()))
          and o.seq = (
            select min(head.seq)
            from ${names.qualified} as head

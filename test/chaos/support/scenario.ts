@@ -51,7 +51,10 @@ export interface ChaosReport {
   /** Duplicates with no fault window between their first and their repeated delivery. */
   unexplainedDuplicates: string[];
   duplicateCauses: Record<string, number>;
-  /** Rows by state at the end; `retried`: rows that needed more than one attempt (the faults hit them). */
+  /**
+   * Rows by state at the end; `retried`: rows that needed more than one try (the faults hit them), whether the
+   * failure counted as an attempt (the message's fault) or a transient failure (SQS's).
+   */
   table: { published: number; pending: number; dead: number; retried: number };
   relays: FleetStats;
   producers: Producers["stats"];
@@ -194,7 +197,7 @@ async function tableState(pool: pg.Pool) {
     `select count(*) filter (where processed_at is not null)::integer as published,
             count(*) filter (where processed_at is null and dead_lettered_at is null)::integer as pending,
             count(*) filter (where dead_lettered_at is not null)::integer as dead,
-            count(*) filter (where attempts > 0)::integer as retried
+            count(*) filter (where attempts + transient_failures > 0)::integer as retried
      from outbox_events`,
   );
   const [state] = rows;
