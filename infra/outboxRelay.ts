@@ -88,7 +88,7 @@ export interface OutboxRelayTuning {
   readonly strictOrder?: boolean;
   /** Default 1 MiB for the queue this construct creates, 256 KiB (the attribute's default) for an existing one. */
   readonly maxMessageBytes?: number;
-  /** Payload bytes one round may hold (RELAY_BATCH_MAX_BYTES). Default 64 MiB. Sizes the memory. */
+  /** Payload bytes one round may hold (RELAY_BATCH_MAX_BYTES). Default 32 MiB, the relay's own. Sizes the memory. */
   readonly batchMaxBytes?: number;
   /** Rounds in flight at once per invocation, each on its own session (RELAY_PARALLEL_ROUNDS). Default 2. */
   readonly parallelRounds?: number;
@@ -103,7 +103,7 @@ export interface OutboxRelayTuning {
   readonly budgetMarginMs?: number;
   /** Wake on LISTEN/NOTIFY (needs the notify trigger; pins RDS Proxy sessions). Default false. */
   readonly listen?: boolean;
-  /** Default derived from the byte budget (relayMemory in relayTiming.ts: 640 MB); a smaller value is refused. */
+  /** Default derived from the byte budget (relayMemory in relayTiming.ts: 448 MB); a smaller value is refused. */
   readonly memorySize?: number;
   /** Default computed (relays x 4 for a 1-minute schedule; see relayTiming.ts). `false` reserves nothing. */
   readonly reservedConcurrency?: number | false;

@@ -133,11 +133,11 @@ export function silentPeriodsBeforeAlarm(longestTickGapSeconds: number, periodSe
 export const MIB = 1_048_576;
 
 /**
- * RELAY_BATCH_MAX_BYTES the construct sets when none is given: 64 MiB of payload per round. A full 100-row
- * batch of 1 MiB messages (100 MiB) is cut at 64 rows, which still fills ~6 SendMessageBatch requests per group
- * of 10 aggregates; smaller messages never reach the cap.
+ * RELAY_BATCH_MAX_BYTES the construct sets when none is given: the relay's own default, 32 MiB of payload per
+ * round. A full 100-row batch of 1 MiB messages (100 MiB) is cut at 32 rows, which still fills ~3
+ * SendMessageBatch requests per group of 10 aggregates; smaller messages never reach the cap.
  */
-export const DEFAULT_BATCH_MAX_BYTES = 64 * MIB;
+export const DEFAULT_BATCH_MAX_BYTES: number = DEFAULT_RELAY_OPTIONS.batchMaxBytes;
 
 /**
  * Memory the relay needs besides payloads. Node 24 with pg, the SQS and Secrets Manager clients, Powertools and
@@ -174,9 +174,10 @@ export interface RelayMemory {
 }
 
 /**
- * The relay's memory, derived from its byte budget. With the defaults (64 MiB per round, 2 parallel rounds,
- * batch 100, 1 MiB messages): a round holds min(64, 100 x 1) = 64 MiB; two rounds in flight at 3 copies each
- * are 384 MiB; plus the 256 MB base that is 640 MB. (The old fixed 512 MB could not hold two rounds of 100
+ * The relay's memory, derived from its byte budget. With the defaults (32 MiB per round, 2 parallel rounds,
+ * batch 100, 1 MiB messages): a round holds min(32, 100 x 1) = 32 MiB; two rounds in flight at 3 copies each
+ * are 192 MiB; plus the 256 MB base that is 448 MB (bench: the relay draining 1 MiB events peaked at 303 MiB
+ * RSS with these defaults). (The old fixed 512 MB could not hold two rounds of 100
  * rows of 1 MiB: 2 x 100 MiB of payload before any copy.) Rounded up to a multiple of 64 MB, within Lambda's
  * 128-10,240 MB.
  */

@@ -263,7 +263,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       Handler: "index.handler",
       Timeout: 150,
       ReservedConcurrentExecutions: 4,
-      MemorySize: 640,
+      MemorySize: 448,
       VpcConfig: {
         SecurityGroupIds: [
           {
@@ -973,9 +973,9 @@ describe("OutboxRelay construct options", () => {
         constructStack(() => ({ relay: { parallelRounds: 4 } })),
         "OutboxRelayFunction",
       ).MemorySize,
-    ).toBe(1024);
-    expect(() => constructStack(() => ({ relay: { memorySize: 512 } }))).toThrow(
-      /relay.memorySize 512 MB is below the 640 MB that 2 parallel rounds of 67108864 payload bytes need/,
+    ).toBe(640);
+    expect(() => constructStack(() => ({ relay: { memorySize: 384 } }))).toThrow(
+      /relay.memorySize 384 MB is below the 448 MB that 2 parallel rounds of 33554432 payload bytes need/,
     );
     expect(() => constructStack(() => ({ relay: { parallelRounds: 0 } }))).toThrow(
       /relay.parallelRounds must be an integer from 1 to 16, got 0/,
