@@ -289,7 +289,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           RELAY_MAX_DURATION_MS: "140000",
           RELAY_BUDGET_MARGIN_MS: "5000",
           RELAY_MAX_MESSAGE_BYTES: "1048576",
-          RELAY_BATCH_MAX_BYTES: String(64 * MIB),
+          RELAY_BATCH_MAX_BYTES: String(32 * MIB),
           POWERTOOLS_SERVICE_NAME: "Example-Outbox-relay",
           POWERTOOLS_METRICS_NAMESPACE: "OutboxRelay",
           NODE_OPTIONS: "--enable-source-maps",
