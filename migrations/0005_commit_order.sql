@@ -41,10 +41,9 @@
 --
 -- Upgrading in place: no table rewrite, no new index. CREATE TRIGGER takes a SHARE ROW EXCLUSIVE lock: it waits
 -- for open transactions that wrote the table (so every insert that drew an old-style seq has committed or rolled
--- back before the trigger exists), and writers queue behind it while it waits. lock_timeout bounds that queue;
--- if it fires, the migration fails with "canceling statement due to lock timeout" and is simply run again.
-
-set local lock_timeout = '3s';
+-- back before the trigger exists), and writers queue behind it while it waits. The migration runner's
+-- lock_timeout (1 s) bounds that queue; when it fires the runner steps aside and tries again later
+-- (functions/shared/migrate.ts), then fails naming the blocking transaction's trail.
 
 -- Lock key of one aggregate of this outbox. The table name seeds the hash so two outbox tables in one database
 -- do not share keys; nesting the hashes (rather than concatenating) keeps ('a-b', 'c') and ('a', 'b-c') apart.
