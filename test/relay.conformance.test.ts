@@ -173,7 +173,7 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
 
   it("stops claiming in time for its deadline and leaves no row locked", async () => {
     const queue = await createFifoQueue(sqs, "deadline");
-    await enqueue(
+    const events = await enqueue(
       db.pool,
       Array.from({ length: 20 }, () => anEvent()),
     );
@@ -182,13 +182,19 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
       publishTimeoutMs: 300,
       statementTimeoutMs: 100,
     });
-    const deadline = Date.now() + 1_500;
+    const deadline = Date.now() + 3_000;
 
     const summary = await runRelay({ pool: db.pool, sqs, deadline }, options);
 
     expect(Date.now()).toBeLessThanOrEqual(deadline);
     expect(summary.stoppedBy).toBe("deadline");
-    expect(summary.published).toBe(20);
+    // How many rounds fit depends on the machine's load; what was reported published is what was recorded.
+    expect(summary.published).toBeGreaterThan(0);
+    const { rows } = await db.pool.query<{ n: number }>(
+      "select count(*)::int as n from outbox_events where processed_at is not null and id = any($1::uuid[])",
+      [events.map((event) => event.id)],
+    );
+    expect(rows[0]?.n).toBe(summary.published);
     // Every row can be locked at once without waiting: the relay holds nothing.
     const { rowCount } = await db.pool.query("select id from outbox_events for update nowait");
     expect(rowCount).toBeGreaterThan(0);
