@@ -1,0 +1,48 @@
+import type { SqsRecord } from "./sqsEvent.ts";
+
+export interface GroupProcessing {
+  /** Groups in flight at once. */
+  concurrency: number;
+  /** Processes one record; false (or a throw) fails it. */
+  process(record: SqsRecord): Promise<boolean>;
+  /** A record not processed because an earlier one of its group failed. */
+  onSkipped?(record: SqsRecord, groupId: string): void;
+}
+
+/**
+ * FIFO's partial-failure rule: records of one message group run one after another in delivery order; once one
+ * fails, the group's later records are not run and are failed too, so SQS redelivers them after it, in order.
+ * Groups are independent and run side by side, at most `concurrency` at once. Returns the failed records in
+ * delivery order. A record without a group (a standard queue) is a group of its own.
+ */
+export async function processByGroup(
+  records: readonly SqsRecord[],
+  options: GroupProcessing,
+): Promise<SqsRecord[]> {
+  const groups = new Map<string, SqsRecord[]>();
+  for (const record of records) {
+    const groupId = record.attributes?.MessageGroupId ?? `message:${record.messageId}`;
+    const group = groups.get(groupId);
+    if (group === undefined) groups.set(groupId, [record]);
+    else group.push(record);
+  }
+  const failed = new Set<SqsRecord>();
+  const runGroup = async ([groupId, group]: [string, SqsRecord[]]) => {
+    for (const [index, record] of group.entries()) {
+      const ok = await options.process(record).catch(() => false);
+      if (ok) continue;
+      failed.add(record);
+      for (const rest of group.slice(index + 1)) {
+        failed.add(rest);
+        options.onSkipped?.(rest, groupId);
+      }
+      return;
+    }
+  };
+  const queue = [...groups.entries()];
+  const worker = async () => {
+    for (let next = queue.shift(); next !== undefined; next = queue.shift()) await runGroup(next);
+  };
+  await Promise.all(Array.from({ length: Math.min(options.concurrency, queue.length) }, worker));
+  return records.filter((record) => failed.has(record));
+}

@@ -1,0 +1,23 @@
+import type { Queryable } from "../../db.ts";
+import type { OutboxNames } from "../../identifiers.ts";
+import type { InboxEvent } from "../inboxEvent.ts";
+
+/**
+ * Records that this consumer has taken the event, in the transaction that will carry the user's writes.
+ * Returns false when the outbox id is already there: a redelivery, to be skipped.
+ *
+ * `on conflict do nothing` rather than a select-then-insert: one round trip, and it is also what makes two
+ * deliveries of one id at the same time safe (a message that reappeared after its visibility timeout while the
+ * first invocation still runs). The second insert waits on the first one's uncommitted row; if that commits,
+ * the second finds a conflict and skips; if it rolls back, the second inserts and does the work. No error
+ * reaches the user's handler either way, and no advisory lock is needed.
+ */
+export async function recordInbox(db: Queryable, names: OutboxNames, event: InboxEvent): Promise<boolean> {
+  const result = await db.query(
+    `insert into ${names.qualified} (outbox_id, event_type, aggregate_type, aggregate_id)
+     values ($1::uuid, $2::text, $3::text, $4::text)
+     on conflict (outbox_id) do nothing`,
+    [event.id, event.eventType, event.aggregateType, event.aggregateId],
+  );
+  return result.rowCount === 1;
+}

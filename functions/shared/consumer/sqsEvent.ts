@@ -1,0 +1,45 @@
+/**
+ * The shape of the SQS event Lambda hands to a function, written out here (a structural subset of
+ * `@types/aws-lambda`'s SQSEvent) so that the package's published types need no `@types/aws-lambda`.
+ * A handler typed with `aws-lambda`'s types accepts these and the other way round.
+ */
+export interface SqsMessageAttribute {
+  stringValue?: string | undefined;
+  binaryValue?: string | undefined;
+  dataType: string;
+}
+
+export interface SqsRecord {
+  messageId: string;
+  receiptHandle: string;
+  body: string;
+  attributes: {
+    ApproximateReceiveCount: string;
+    SentTimestamp: string;
+    AWSTraceHeader?: string | undefined;
+    SequenceNumber?: string | undefined;
+    MessageGroupId?: string | undefined;
+    MessageDeduplicationId?: string | undefined;
+    [name: string]: string | undefined;
+  };
+  messageAttributes: Record<string, SqsMessageAttribute>;
+  eventSource: string;
+  eventSourceARN: string;
+  awsRegion: string;
+  md5OfBody?: string;
+}
+
+export interface SqsEvent {
+  Records: SqsRecord[];
+}
+
+/** What `ReportBatchItemFailures` expects back: the ids of the messages to redeliver. */
+export interface SqsBatchResponse {
+  batchItemFailures: { itemIdentifier: string }[];
+}
+
+/** The part of the Lambda context the inbox reads; the real Context fits. */
+export interface LambdaContextLike {
+  awsRequestId?: string;
+  getRemainingTimeInMillis?(): number;
+}
