@@ -1,0 +1,89 @@
+import {
+  ChangeMessageVisibilityBatchCommand,
+  type Message,
+  SendMessageCommand,
+  type SQSClient,
+} from "@aws-sdk/client-sqs";
+import type pg from "pg";
+import type { InboxLogger, RecordOutcome } from "../../functions/shared/consumer/index.ts";
+import { migrateInbox } from "../../functions/shared/consumer/index.ts";
+
+/** The consumer's side of a test database: the inbox and one table of effects, in a schema of their own. */
+export const CONSUMER_SCHEMA = "consumer";
+
+export async function createConsumerTables(pool: pg.Pool): Promise<void> {
+  await migrateInbox(pool, { schema: CONSUMER_SCHEMA });
+  await pool.query(
+    `create table if not exists ${CONSUMER_SCHEMA}.effects (
+       outbox_id uuid not null, aggregate_id text not null, event_type text not null,
+       applied_at timestamptz not null default clock_timestamp())`,
+  );
+}
+
+/** The effects the handlers wrote, by outbox id, in commit order. */
+export async function effects(pool: pg.Pool): Promise<string[]> {
+  const { rows } = await pool.query<{ outbox_id: string }>(
+    `select outbox_id from ${CONSUMER_SCHEMA}.effects order by applied_at, outbox_id`,
+  );
+  return rows.map((row) => row.outbox_id);
+}
+
+export async function inboxIds(pool: pg.Pool): Promise<string[]> {
+  const { rows } = await pool.query<{ outbox_id: string }>(
+    `select outbox_id from ${CONSUMER_SCHEMA}.inbox order by outbox_id`,
+  );
+  return rows.map((row) => row.outbox_id);
+}
+
+export function outboxIdOf(message: Message): string {
+  return message.MessageAttributes?.outboxId?.StringValue ?? "";
+}
+
+/** Sends a received message again as a new message: the relay republishing after SQS's dedup window. */
+export async function sendAgain(sqs: SQSClient, queueUrl: string, message: Message): Promise<void> {
+  await sqs.send(
+    new SendMessageCommand({
+      QueueUrl: queueUrl,
+      MessageBody: message.Body,
+      MessageAttributes: message.MessageAttributes,
+      MessageGroupId: message.Attributes?.MessageGroupId,
+      MessageDeduplicationId: `${outboxIdOf(message)}-after-the-window`,
+    }),
+  );
+}
+
+/** What a consumer that crashed before acknowledging leaves behind: the messages visible again at once. */
+export async function makeVisibleAgain(sqs: SQSClient, queueUrl: string, messages: Message[]): Promise<void> {
+  await sqs.send(
+    new ChangeMessageVisibilityBatchCommand({
+      QueueUrl: queueUrl,
+      Entries: messages.map((message, index) => ({
+        Id: String(index),
+        ReceiptHandle: message.ReceiptHandle,
+        VisibilityTimeout: 0,
+      })),
+    }),
+  );
+}
+
+export interface Recorder {
+  outcomes: RecordOutcome[];
+  logs: { level: string; message: string; fields: Record<string, unknown> }[];
+  logger: InboxLogger;
+  onOutcome(outcome: RecordOutcome): void;
+  statuses(): Record<string, string>;
+}
+
+export function recorder(): Recorder {
+  const outcomes: RecordOutcome[] = [];
+  const logs: Recorder["logs"] = [];
+  const log = (level: string) => (message: string, fields: Record<string, unknown>) =>
+    void logs.push({ level, message, fields });
+  return {
+    outcomes,
+    logs,
+    logger: { info: log("info"), warn: log("warn"), error: log("error") },
+    onOutcome: (outcome) => void outcomes.push(outcome),
+    statuses: () => Object.fromEntries(outcomes.map((outcome) => [outcome.messageId, outcome.status])),
+  };
+}
