@@ -31,7 +31,10 @@ export interface MigrateInboxOptions extends InboxLocation {
  * checksums, forward-only) over the inbox's own set of files, with a ledger of its own, so the two sets never
  * mix even when a service keeps its outbox and its inbox in one database.
  */
-export function migrateInbox(pool: SessionPool, options: MigrateInboxOptions = {}): Promise<MigrateResult> {
+export async function migrateInbox(
+  pool: SessionPool,
+  options: MigrateInboxOptions = {},
+): Promise<MigrateResult> {
   const names = inboxNames(options);
   return migrate(pool, {
     schema: names.schema,
