@@ -105,7 +105,7 @@ describe("npm start (local/start.ts)", () => {
     const { rows } = await db.pool.query(
       `select count(*)::int as inbox, count(distinct i.outbox_id)::int as distinct_ids,
               count(*) filter (where o.id is null)::int as unknown_ids
-       from demo_inbox as i left join outbox_events as o on o.id = i.outbox_id`,
+       from demo_consumer.inbox as i left join outbox_events as o on o.id = i.outbox_id`,
     );
     expect(rows[0]).toEqual({ inbox: written, distinct_ids: written, unknown_ids: 0 });
   });
@@ -152,7 +152,7 @@ describe("npm start's summary", () => {
         duplicates: 0,
         duplicateIds: [],
         orderViolations: overrides.orderViolations ?? 0,
-        foreign: 0,
+        failed: 0,
         endToEndLagMs: [],
       },
       consumerErrors: 0,

@@ -1,33 +1,33 @@
 /**
- * The consumer of `npm start`: receives with the real SDK (long poll), processes each event idempotently and
- * deletes it only after processing committed. Idempotency is an inbox table keyed by the outbox id (the
- * `outboxId` message attribute): the inbox row and the effect (a read model of the order) commit together, so
- * a redelivered message finds its id taken and changes nothing. That is what makes at-least-once delivery
- * (a relay that died after publishing, a consumer that died before deleting) safe.
+ * The consumer of `npm start`, built on the package's consumer library ("aws-outbox-relay/consumer"): the same
+ * createInboxHandler a Lambda would export, driven here by local/sqsEventSource.ts the way Lambda's SQS event
+ * source drives it (long-poll receive, SQS event, delete what did not fail). Each event is applied to a read
+ * model of its order in the transaction that records its outbox id in the inbox, so a redelivered message
+ * (a relay that died after publishing, this consumer dying before deleting) finds its id and changes nothing.
  *
  * It also checks per-order ordering: each event carries the order's sequence number, and the read model
  * knows the last one applied; anything but last + 1 is an order violation.
  */
-import {
-  ChangeMessageVisibilityBatchCommand,
-  DeleteMessageBatchCommand,
-  type Message,
-  ReceiveMessageCommand,
-  type SQSClient,
-} from "@aws-sdk/client-sqs";
+import { ChangeMessageVisibilityBatchCommand, type Message, type SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
+import {
+  createInboxHandler,
+  type InboxEvent,
+  type InboxHandlerContext,
+  type InboxLambdaHandler,
+  migrateInbox,
+  type RecordOutcome,
+} from "../../functions/shared/consumer/index.ts";
+import { ValidationError } from "../../functions/shared/errors.ts";
+import { pollOnce } from "../sqsEventSource.ts";
+
+/** The consumer's tables live apart from the outbox, as they would in the consuming service's own database. */
+export const DEMO_CONSUMER_SCHEMA = "demo_consumer";
 
 export async function createInboxSchema(db: pg.Pool): Promise<void> {
+  await migrateInbox(db, { schema: DEMO_CONSUMER_SCHEMA });
   await db.query(
-    `create table if not exists demo_inbox (
-       outbox_id uuid primary key,
-       order_id text,
-       sequence integer,
-       received_at timestamptz not null default now()
-     )`,
-  );
-  await db.query(
-    `create table if not exists demo_order_view (
+    `create table if not exists ${DEMO_CONSUMER_SCHEMA}.order_view (
        order_id text primary key,
        last_sequence integer not null,
        status text not null
@@ -45,8 +45,8 @@ export interface ConsumerStats {
   duplicateIds: string[];
   /** Events that did not arrive as their order's next sequence number. */
   orderViolations: number;
-  /** Messages without an outboxId attribute or with a body this demo did not write: deleted, not counted. */
-  foreign: number;
+  /** Records reported back as failed (and those skipped behind them in their group): SQS redelivers them. */
+  failed: number;
   /** Commit (outbox created_at) to processed, per processed event, in ms. */
   endToEndLagMs: number[];
 }
@@ -57,8 +57,6 @@ interface OrderEvent {
   status: string;
 }
 
-type Outcome = "processed" | "duplicate" | "foreign";
-
 export class InboxConsumer {
   readonly stats: ConsumerStats = {
     received: 0,
@@ -66,18 +64,22 @@ export class InboxConsumer {
     duplicates: 0,
     duplicateIds: [],
     orderViolations: 0,
-    foreign: 0,
+    failed: 0,
     endToEndLagMs: [],
   };
   readonly #sqs: SQSClient;
   readonly #queueUrl: string;
-  readonly #pool: pg.Pool;
+  readonly #handler: InboxLambdaHandler;
   #crashNext: ((outboxIds: string[]) => void) | undefined;
 
   constructor(sqs: SQSClient, queueUrl: string, pool: pg.Pool) {
     this.#sqs = sqs;
     this.#queueUrl = queueUrl;
-    this.#pool = pool;
+    this.#handler = createInboxHandler((event, context) => this.#apply(event, context), {
+      pool,
+      schema: DEMO_CONSUMER_SCHEMA,
+      onOutcome: (outcome) => this.#count(outcome),
+    });
   }
 
   /**
@@ -98,101 +100,55 @@ export class InboxConsumer {
 
   async run(signal: AbortSignal, onError: (error: unknown) => void): Promise<void> {
     while (!signal.aborted) {
-      let messages: Message[];
+      const crash = this.#crashNext;
       try {
-        const response = await this.#sqs.send(
-          new ReceiveMessageCommand({
-            QueueUrl: this.#queueUrl,
-            MaxNumberOfMessages: 10,
-            // Short enough that a stop request is noticed promptly even where abort is not honoured mid-poll.
-            WaitTimeSeconds: 1,
-            MessageAttributeNames: ["All"],
-          }),
-          { abortSignal: signal },
-        );
-        messages = response.Messages ?? [];
-      } catch (error) {
-        if (!signal.aborted) onError(error);
-        continue;
-      }
-      if (messages.length === 0) continue;
-      this.stats.received += messages.length;
-      try {
-        // In received order: FIFO hands out a group's messages in order, and processing must keep it.
-        for (const message of messages) this.#count(message, await this.#process(message));
-        const crash = this.#crashNext;
-        if (crash !== undefined) {
+        // WaitTimeSeconds 1: a stop request is noticed promptly even where abort is not honoured mid-poll.
+        const result = await pollOnce(this.#sqs, this.#queueUrl, this.#handler, {
+          waitSeconds: 1,
+          signal,
+          acknowledge: crash === undefined,
+        });
+        this.stats.received += result.received;
+        if (crash !== undefined && result.received > 0) {
           this.#crashNext = undefined;
-          await this.#makeVisibleAgain(messages);
-          crash(messages.map((message) => message.MessageAttributes?.outboxId?.StringValue ?? ""));
-          continue;
+          await this.#makeVisibleAgain(result.messages);
+          crash(result.messages.map((message) => message.MessageAttributes?.outboxId?.StringValue ?? ""));
         }
-        await this.#sqs.send(
-          new DeleteMessageBatchCommand({
-            QueueUrl: this.#queueUrl,
-            Entries: messages.map((message, index) => ({
-              Id: String(index),
-              ReceiptHandle: message.ReceiptHandle,
-            })),
-          }),
-        );
       } catch (error) {
         // Not deleted: SQS delivers the messages again after the visibility timeout, and the inbox dedups.
-        onError(error);
+        if (!signal.aborted) onError(error);
       }
     }
   }
 
-  #count(message: Message, outcome: Outcome) {
-    if (outcome === "processed") this.stats.processed++;
-    else if (outcome === "foreign") this.stats.foreign++;
-    else {
+  /** The read model of the order, written in the inbox's transaction. */
+  async #apply(event: InboxEvent, { client }: InboxHandlerContext) {
+    const order = orderEvent(event.payload);
+    const { rows } = await client.query<{ last_sequence: number }>(
+      `select last_sequence from ${DEMO_CONSUMER_SCHEMA}.order_view where order_id = $1 for update`,
+      [order.orderId],
+    );
+    const expected = (rows[0]?.last_sequence ?? 0) + 1;
+    if (order.sequence !== expected) this.stats.orderViolations++;
+    await client.query(
+      `insert into ${DEMO_CONSUMER_SCHEMA}.order_view as v (order_id, last_sequence, status) values ($1, $2, $3)
+       on conflict (order_id) do update
+         set last_sequence = greatest(v.last_sequence, excluded.last_sequence),
+             status = case when excluded.last_sequence > v.last_sequence then excluded.status else v.status end`,
+      [order.orderId, order.sequence, order.status],
+    );
+  }
+
+  #count(outcome: RecordOutcome) {
+    if (outcome.status === "processed") {
+      this.stats.processed++;
+      this.stats.endToEndLagMs.push(Date.now() - outcome.event.createdAt.getTime());
+    } else if (outcome.status === "duplicate") {
       this.stats.duplicates++;
-      this.stats.duplicateIds.push(message.MessageAttributes?.outboxId?.StringValue ?? "");
+      this.stats.duplicateIds.push(outcome.event.id);
+    } else if (outcome.status === "failed" || outcome.status === "skipped") {
+      this.stats.failed++;
     }
-  }
-
-  /** Inbox row + effect in one transaction; a known outbox id means a redelivery: nothing to do. */
-  async #process(message: Message): Promise<Outcome> {
-    const outboxId = message.MessageAttributes?.outboxId?.StringValue;
-    const event = parseOrderEvent(message.Body);
-    if (outboxId === undefined || event === undefined) return "foreign";
-    const client = await this.#pool.connect();
-    try {
-      await client.query("begin");
-      const { rowCount } = await client.query(
-        `insert into demo_inbox (outbox_id, order_id, sequence) values ($1, $2, $3)
-         on conflict (outbox_id) do nothing`,
-        [outboxId, event.orderId, event.sequence],
-      );
-      if (rowCount === 0) {
-        await client.query("rollback");
-        return "duplicate";
-      }
-      const { rows } = await client.query<{ last_sequence: number }>(
-        "select last_sequence from demo_order_view where order_id = $1 for update",
-        [event.orderId],
-      );
-      const expected = (rows[0]?.last_sequence ?? 0) + 1;
-      if (event.sequence !== expected) this.stats.orderViolations++;
-      await client.query(
-        `insert into demo_order_view (order_id, last_sequence, status) values ($1, $2, $3)
-         on conflict (order_id) do update
-           set last_sequence = greatest(demo_order_view.last_sequence, excluded.last_sequence),
-               status = case when excluded.last_sequence > demo_order_view.last_sequence
-                             then excluded.status else demo_order_view.status end`,
-        [event.orderId, event.sequence, event.status],
-      );
-      await client.query("commit");
-    } catch (error) {
-      await client.query("rollback").catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
-    const createdAt = Date.parse(message.MessageAttributes?.createdAt?.StringValue ?? "");
-    if (Number.isFinite(createdAt)) this.stats.endToEndLagMs.push(Date.now() - createdAt);
-    return "processed";
   }
 
   async #makeVisibleAgain(messages: Message[]) {
@@ -209,18 +165,17 @@ export class InboxConsumer {
   }
 }
 
-function parseOrderEvent(body: string | undefined): OrderEvent | undefined {
-  try {
-    const value = JSON.parse(body ?? "") as Partial<OrderEvent>;
-    if (
-      typeof value.orderId === "string" &&
-      typeof value.sequence === "number" &&
-      typeof value.status === "string"
-    ) {
-      return value as OrderEvent;
-    }
-  } catch {
-    // not ours
+function orderEvent(payload: unknown): OrderEvent {
+  const value = payload as Partial<OrderEvent> | null;
+  if (
+    typeof value?.orderId !== "string" ||
+    typeof value.sequence !== "number" ||
+    typeof value.status !== "string"
+  ) {
+    throw new ValidationError(
+      "payload",
+      "is not an order event of this demo ({ orderId, sequence, status })",
+    );
   }
-  return undefined;
+  return value as OrderEvent;
 }

@@ -86,7 +86,7 @@ export async function reconcile(
             count(*) filter (where i.outbox_id is null) as not_consumed
      from unnest($1::uuid[]) as w(id)
      left join ${names.qualified} as o on o.id = w.id
-     left join demo_inbox as i on i.outbox_id = w.id`,
+     left join demo_consumer.inbox as i on i.outbox_id = w.id`,
     [ids],
   );
   const row = rows[0];
