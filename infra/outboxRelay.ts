@@ -38,6 +38,7 @@ import {
   relayTiming,
 } from "./relayTiming.ts";
 import { dropStaleTicks, purgeRules, relayRule } from "./schedules.ts";
+import { OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 
 export { DEFAULT_MIGRATIONS_DIR, hashMigrations, PROJECT_ROOT, SQS_MAX_MESSAGE_BYTES };
 
@@ -176,6 +177,8 @@ export interface OutboxRelayProps {
   readonly logRetention?: logs.RetentionDays;
   /** Removal policy of the queues and log groups. Default RETAIN: they may hold undelivered events and evidence. */
   readonly removalPolicy?: RemovalPolicy;
+  /** Also create a consumer Lambda reading the queue (infra/consumer.ts); its alarms go to the alarm topic. */
+  readonly consumer?: Omit<OutboxConsumerProps, "queue" | "deadLetterQueue">;
 }
 
 /**
@@ -203,6 +206,7 @@ export class OutboxRelay extends Construct {
   readonly alarmTopic?: sns.ITopic;
   readonly dashboard?: cloudwatch.Dashboard;
   readonly metricsNamespace: string;
+  readonly consumer?: OutboxConsumer;
   readonly relayServiceName: string;
   readonly purgeServiceName: string;
 
@@ -446,6 +450,14 @@ export class OutboxRelay extends Construct {
     }
     if (props.dashboard ?? true) {
       this.dashboard = createDashboard(this, subjects, purgeRate, Object.values(this.alarms));
+    }
+    if (props.consumer !== undefined) {
+      // The created dead-letter queue already has its alarm above.
+      this.consumer = new OutboxConsumer(this, "Consumer", {
+        alarmTopic: this.alarmTopic,
+        ...props.consumer,
+        queue: this.queue,
+      });
     }
   }
 
