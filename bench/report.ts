@@ -3,6 +3,7 @@ import type { PhaseTotals } from "./lib/roundProfile.ts";
 import type { Repeated } from "./lib/stats.ts";
 import { markdownTable, formatNumber as n, verdict } from "./lib/table.ts";
 import type { ClaimAtScale } from "./measures/claimAtScale.ts";
+import type { ConsumerThroughput } from "./measures/consumerThroughput.ts";
 import { type EnqueueResults, enqueueTable } from "./measures/enqueueThroughput.ts";
 import type { LatencyRun } from "./measures/latency.ts";
 import type { PurgeInterferenceRun } from "./measures/purgeInterference.ts";
@@ -57,6 +58,7 @@ export interface BenchResults {
   bundle?: RelayBundle;
   enqueue?: EnqueueResults;
   relayMemory?: RelayMemoryRun[];
+  consumer?: ConsumerThroughput;
 }
 
 const tuningLabel = (t: RelayTuning) =>

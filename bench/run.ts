@@ -11,6 +11,14 @@ import { CpuMeter } from "./lib/cpuMeter.ts";
 import { startBenchSqsEndpoint } from "./lib/sqsEndpoint.ts";
 import { repeated } from "./lib/stats.ts";
 import { measureClaimAtScale } from "./measures/claimAtScale.ts";
+import {
+  CONSUMER_VARIANTS,
+  type ConsumerVariant,
+  consumerMarkdown,
+  measureConsumer,
+  prepareConsumerBench,
+  summarizeConsumer,
+} from "./measures/consumerThroughput.ts";
 import { measureDbLimit } from "./measures/dbLimit.ts";
 import { type EnqueueShape, measureEnqueueGuards } from "./measures/enqueueThroughput.ts";
 import { measureLatency } from "./measures/latency.ts";
@@ -65,6 +73,8 @@ const ENQUEUE_DURATION_MS = 5_000;
 const MEMORY_LOAD = { events: 400, payloadBytes: 1_040_000 };
 /** The relay before its byte budget: every claimed payload in memory at once. */
 const UNBOUNDED_BATCH_BYTES = 1_073_741_824;
+/** 5 invocations at a time (OutboxConsumer's default maxConcurrency), 10 records each, 4 records per group. */
+const CONSUMER_SHAPE = { messages: 4_000, groups: 1_000, pollers: 5 };
 
 const PARTS = [
   "throughput",
@@ -77,6 +87,7 @@ const PARTS = [
   "bundle",
   "enqueue",
   "memory",
+  "consumer",
 ] as const;
 type Part = (typeof PARTS)[number];
 
@@ -226,6 +237,19 @@ try {
       );
     }
   }
+  if (runs("consumer")) {
+    log(`(9) consumer records/s, inbox against a plain handler, ${CONSUMER_SHAPE.messages} messages`);
+    await prepareConsumerBench(db.pool);
+    const consumerRuns = new Map<ConsumerVariant, number[]>(CONSUMER_VARIANTS.map((v) => [v, []]));
+    for (let i = 0; i < REPEATS; i++) {
+      for (const variant of CONSUMER_VARIANTS) {
+        consumerRuns
+          .get(variant)
+          ?.push(await measureConsumer(db.pool, endpoint.url, CONSUMER_SHAPE, variant));
+      }
+    }
+    results.consumer = summarizeConsumer(CONSUMER_SHAPE, consumerRuns);
+  }
 } finally {
   await endpoint.close();
   await db.stop();
@@ -239,6 +263,7 @@ const file = new URL(
 await mkdir(new URL("./results/", import.meta.url), { recursive: true });
 await writeFile(file, `${JSON.stringify(results, null, 2)}\n`);
 console.log(markdownReport(results));
+if (results.consumer !== undefined) console.log(`\n${consumerMarkdown(results.consumer)}`);
 log(`results written to ${file.pathname}`);
 
 /** Median run per tuning, with its round profile. */
