@@ -27,6 +27,22 @@ function stackWithQueue() {
   return { stack, queue, dlq };
 }
 
+/** An imported VPC and database secret, as a service that already has its database would pass them. */
+function importedNetwork(stack: Stack) {
+  const vpc = ec2.Vpc.fromVpcAttributes(stack, "Vpc", {
+    vpcId: "vpc-0123456789abcdef0",
+    availabilityZones: ["eu-west-1a"],
+    privateSubnetIds: ["subnet-0123456789abcdef0"],
+    privateSubnetRouteTableIds: ["rtb-0123456789abcdef0"],
+  });
+  const secret = secretsmanager.Secret.fromSecretCompleteArn(
+    stack,
+    "Secret",
+    "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf",
+  );
+  return { vpc, secret };
+}
+
 function consumer(extra: Partial<OutboxConsumerProps> = {}) {
   const { stack, queue, dlq } = stackWithQueue();
   const construct = new OutboxConsumer(stack, "Billing", {
@@ -116,17 +132,7 @@ describe("OutboxConsumer", () => {
 
   it("passes cdk-nag's AWS Solutions checks in a VPC with a database secret", () => {
     const { stack, queue } = stackWithQueue();
-    const vpc = ec2.Vpc.fromVpcAttributes(stack, "Vpc", {
-      vpcId: "vpc-0123456789abcdef0",
-      availabilityZones: ["eu-west-1a"],
-      privateSubnetIds: ["subnet-0123456789abcdef0"],
-      privateSubnetRouteTableIds: ["rtb-0123456789abcdef0"],
-    });
-    const secret = secretsmanager.Secret.fromSecretCompleteArn(
-      stack,
-      "Secret",
-      "arn:aws:secretsmanager:eu-west-1:123456789012:secret:billing-db-AbCdEf",
-    );
+    const { vpc, secret } = importedNetwork(stack);
     const construct = new OutboxConsumer(stack, "Billing", {
       queue,
       entry: ENTRY,
@@ -154,17 +160,7 @@ describe("OutboxRelay's consumer prop", () => {
   it("creates the consumer on the relay's queue, without a second alarm on the relay's dead-letter queue", () => {
     const app = new App({ context: { ...CDK_CONTEXT, "aws:cdk:bundling-stacks": [] } });
     const stack = new Stack(app, "Outbox");
-    const vpc = ec2.Vpc.fromVpcAttributes(stack, "Vpc", {
-      vpcId: "vpc-0123456789abcdef0",
-      availabilityZones: ["eu-west-1a"],
-      privateSubnetIds: ["subnet-0123456789abcdef0"],
-      privateSubnetRouteTableIds: ["rtb-0123456789abcdef0"],
-    });
-    const secret = secretsmanager.Secret.fromSecretCompleteArn(
-      stack,
-      "Secret",
-      "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf",
-    );
+    const { vpc, secret } = importedNetwork(stack);
     const relay = new OutboxRelay(stack, "Outbox", {
       database: { secret, vpc },
       migrations: false,
