@@ -178,8 +178,9 @@ export class OutboxConsumer extends Construct {
 
   #alarms(props: OutboxConsumerProps): Record<string, cloudwatch.Alarm> {
     const alarms: Record<string, cloudwatch.Alarm> = {};
-    // A failed record is reported, not thrown: an invocation error means the whole batch failed (the database
-    // unreachable, a bad configuration, the timeout), so every message of it comes back.
+    // A failed record is reported, not thrown: an invocation error means the whole batch failed (the handler
+    // throws InboxUnavailableError when the consumer's database is unreachable; or a bad configuration, the
+    // timeout), so every message of it comes back and each such receive counts towards maxReceiveCount.
     alarms.errors = new cloudwatch.Alarm(this, "ErrorsAlarm", {
       alarmDescription:
         "Outbox consumer invocations failed as a whole in 2 of 3 minutes: nothing is applied.",

@@ -1,10 +1,13 @@
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import {
   createInboxHandler,
   type InboxEvent,
   type InboxRecordHandler,
+  InboxUnavailableError,
 } from "../functions/shared/consumer/index.ts";
 import { enqueue } from "../functions/shared/enqueue.ts";
+import { freePort } from "../local/freePort.ts";
 import { pollOnce } from "../local/sqsEventSource.ts";
 import {
   CONSUMER_SCHEMA,
@@ -279,5 +282,49 @@ describe("createInboxHandler against Postgres and the SQS emulator", () => {
     const result = await pollOnce(sqs, queueUrl, handler);
 
     expect(result).toMatchObject({ received: 2, failed: 0 });
+  });
+
+  it("fails the invocation, loudly, when the inbox database is unreachable", async () => {
+    const sqs = sqsClient();
+    const queueUrl = await createFifoQueue(sqs, "inbox-down");
+    await publish(queueUrl, [
+      anEvent({ aggregateId: "order-down-1" }),
+      anEvent({ aggregateId: "order-down-2" }),
+    ]);
+    const unreachable = new pg.Pool({
+      connectionString: `postgres://nobody@127.0.0.1:${await freePort()}/none`,
+    });
+    const ran: string[] = [];
+    const handler = createInboxHandler((event) => void ran.push(event.id), {
+      pool: unreachable,
+      schema: CONSUMER_SCHEMA,
+    });
+    try {
+      const failure = pollOnce(sqs, queueUrl, handler);
+
+      await expect(failure).rejects.toThrow(InboxUnavailableError);
+      await expect(failure).rejects.toThrow(
+        /all 2 records failed .*ECONNREFUSED.*the whole batch is retried/,
+      );
+      expect(ran).toEqual([]);
+    } finally {
+      await unreachable.end();
+    }
+  });
+
+  it("reports a failing user handler per record instead of failing the invocation", async () => {
+    const sqs = sqsClient();
+    const queueUrl = await createFifoQueue(sqs, "inbox-all-fail");
+    await publish(queueUrl, [anEvent({ aggregateId: "order-f1" }), anEvent({ aggregateId: "order-f2" })]);
+    const handler = createInboxHandler(
+      () => {
+        throw new Error("every event fails");
+      },
+      { pool: db.pool, schema: CONSUMER_SCHEMA },
+    );
+
+    const result = await pollOnce(sqs, queueUrl, handler);
+
+    expect(result).toMatchObject({ received: 2, failed: 2 });
   });
 });

@@ -45,7 +45,8 @@ function runStart(args: string[], overrides: Env = {}) {
 
 /** These tests share one database: each starts from an empty outbox and no demo tables. */
 async function resetDatabase() {
-  await db.pool.query("drop table if exists demo_inbox, demo_order_view, demo_orders");
+  await db.pool.query("drop schema if exists demo_consumer cascade");
+  await db.pool.query("drop table if exists demo_orders");
   await db.pool.query("truncate outbox_events");
 }
 

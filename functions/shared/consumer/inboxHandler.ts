@@ -1,7 +1,7 @@
 import type { Queryable, SessionClient, SessionPool } from "../db.ts";
 import { withTransaction } from "../db.ts";
 import { checkIntegerOption } from "../env.ts";
-import { ConfigError, errorMessage } from "../errors.ts";
+import { ConfigError, errorMessage, OutboxError } from "../errors.ts";
 import { type InboxEvent, parseInboxEvent } from "./inboxEvent.ts";
 import { type InboxLocation, inboxNames } from "./inboxTable.ts";
 import { processByGroup } from "./processByGroup.ts";
@@ -85,6 +85,16 @@ export type InboxLambdaHandler = (event: SqsEvent, context?: LambdaContextLike) 
 export const DEFAULT_GROUP_CONCURRENCY = 4;
 export const DEFAULT_INBOX_STATEMENT_TIMEOUT_MS = 30_000;
 
+/**
+ * Thrown by the Lambda handler when every record failed and the inbox's database failed under at least one
+ * (connecting, beginning, recording the id, committing: before or after the user's handler, not in it). The
+ * whole batch comes back either way; failing the invocation makes it count in the function's Errors metric,
+ * which the construct alarms on, so an outage is loud instead of a quiet stream of "failed" records.
+ */
+export class InboxUnavailableError extends OutboxError {
+  override name = "InboxUnavailableError";
+}
+
 /** Thrown for an event type that has no route (with `unknownEventTypes: "fail"`). */
 export class UnroutedEventError extends ConfigError {
   override name = "UnroutedEventError";
@@ -105,8 +115,13 @@ export function createInboxHandler(
   const logger = options.logger;
   const report = options.onOutcome ?? (() => {});
 
-  const processRecord = async (record: SqsRecord, lambdaContext: LambdaContextLike | undefined) => {
+  const processRecord = async (
+    record: SqsRecord,
+    lambdaContext: LambdaContextLike | undefined,
+    databaseFailures: unknown[],
+  ) => {
     let event: InboxEvent | undefined;
+    let inUserHandler = false;
     try {
       event = parseInboxEvent(record);
       const parsed = event;
@@ -119,7 +134,9 @@ export function createInboxHandler(
         );
         if (!(await recordInbox(client, names, parsed))) return "duplicate" as const;
         if (run === undefined) return "ignored" as const;
+        inUserHandler = true;
         await run(parsed, { client, record, lambdaContext });
+        inUserHandler = false;
         return "processed" as const;
       });
       if (status === "duplicate") {
@@ -133,6 +150,8 @@ export function createInboxHandler(
       report({ status, messageId: record.messageId, event: parsed });
       return true;
     } catch (error) {
+      if (event !== undefined && !inUserHandler && !(error instanceof OutboxError))
+        databaseFailures.push(error);
       logger?.error(
         event === undefined
           ? "message is not an outbox event; it and the rest of its group are redelivered"
@@ -145,13 +164,22 @@ export function createInboxHandler(
   };
 
   return async (sqsEvent, lambdaContext) => {
-    const failed = await processByGroup(sqsEvent.Records ?? [], {
+    const records = sqsEvent.Records ?? [];
+    const databaseFailures: unknown[] = [];
+    const failed = await processByGroup(records, {
       concurrency: groupConcurrency,
-      process: (record) => processRecord(record, lambdaContext),
+      process: (record) => processRecord(record, lambdaContext, databaseFailures),
       onSkipped: (record, groupId) => {
         report({ status: "skipped", messageId: record.messageId, groupId });
       },
     });
+    if (records.length > 0 && failed.length === records.length && databaseFailures.length > 0) {
+      throw new InboxUnavailableError(
+        `all ${records.length} records failed and the inbox database failed under ${databaseFailures.length}: ` +
+          `${errorMessage(databaseFailures[0])}; the whole batch is retried`,
+        { cause: databaseFailures[0] },
+      );
+    }
     if (failed.length > 0) {
       logger?.warn("batch done with failures; SQS redelivers the failed records", {
         records: sqsEvent.Records.length,

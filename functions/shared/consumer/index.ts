@@ -11,6 +11,7 @@ export {
   type InboxLogger,
   type InboxRecordHandler,
   type InboxRoutes,
+  InboxUnavailableError,
   type RecordOutcome,
   UnroutedEventError,
 } from "./inboxHandler.ts";
