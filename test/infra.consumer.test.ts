@@ -43,7 +43,10 @@ function importedNetwork(stack: Stack) {
   return { vpc, secret };
 }
 
-function consumer(extra: Partial<OutboxConsumerProps> = {}) {
+/** The construct on a queue with a dead-letter queue; `extra` may add props (and resources for them). */
+function consumer(
+  extra: Partial<OutboxConsumerProps> | ((stack: Stack) => Partial<OutboxConsumerProps>) = {},
+) {
   const { stack, queue, dlq } = stackWithQueue();
   const construct = new OutboxConsumer(stack, "Billing", {
     queue,
@@ -51,7 +54,7 @@ function consumer(extra: Partial<OutboxConsumerProps> = {}) {
     entry: ENTRY,
     projectRoot: PROJECT_ROOT,
     depsLockFilePath: join(PROJECT_ROOT, "package-lock.json"),
-    ...extra,
+    ...(typeof extra === "function" ? extra(stack) : extra),
   });
   return { stack, construct, template: Template.fromStack(stack) };
 }
@@ -101,19 +104,11 @@ describe("OutboxConsumer", () => {
   });
 
   it("alarms on failed invocations, an old oldest message and dead letters, notifying the topic", () => {
-    const { stack, queue, dlq } = stackWithQueue();
-    const topic = new sns.Topic(stack, "Alarms", { enforceSSL: true });
-    const construct = new OutboxConsumer(stack, "Billing", {
-      queue,
-      deadLetterQueue: dlq,
-      entry: ENTRY,
-      projectRoot: PROJECT_ROOT,
-      depsLockFilePath: join(PROJECT_ROOT, "package-lock.json"),
-      alarmTopic: topic,
+    const { construct, template } = consumer((stack) => ({
+      alarmTopic: new sns.Topic(stack, "Alarms", { enforceSSL: true }),
       oldestMessageAgeSeconds: 600,
-    });
+    }));
     expect(Object.keys(construct.alarms).sort()).toEqual(["deadLetters", "errors", "oldestMessageAge"]);
-    const template = Template.fromStack(stack);
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: "ApproximateAgeOfOldestMessage",
       Threshold: 600,
