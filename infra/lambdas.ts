@@ -168,8 +168,10 @@ export function outboxFunction(
             commandHooks: {
               beforeBundling: () => [],
               beforeInstall: () => [],
+              // The outbox's own files only: migrations/inbox/ belongs to consumers' databases.
               afterBundling: (_inputDir: string, outputDir: string) => [
-                `cp -R ${shellQuote(copy)} ${shellQuote(join(outputDir, "migrations"))}`,
+                `mkdir -p ${shellQuote(join(outputDir, "migrations"))}`,
+                `cp ${shellQuote(copy)}/*.sql ${shellQuote(join(outputDir, "migrations"))}/`,
               ],
             },
           }),
