@@ -29,16 +29,21 @@ export interface PollResult {
   received: number;
   failed: number;
   failedMessageIds: string[];
+  /** False when the batch was left undeleted on purpose (`acknowledge`). */
+  acknowledged: boolean;
   /** The messages as received (for tests that inspect them). */
   messages: Message[];
 }
 
-/** One receive, one handler call, one delete. `acknowledge: false` is a crash after the handler returned. */
+/**
+ * One receive, one handler call, one delete. `acknowledge: false` (or a function, asked once the handler has
+ * returned, that says false) is a crash after the handler returned: nothing is deleted.
+ */
 export async function pollOnce(
   sqs: SQSClient,
   queueUrl: string,
   handler: InboxLambdaHandler,
-  options: EventSourceOptions & { acknowledge?: boolean; signal?: AbortSignal } = {},
+  options: EventSourceOptions & { acknowledge?: boolean | (() => boolean); signal?: AbortSignal } = {},
 ): Promise<PollResult> {
   const { Messages: messages = [] } = await sqs.send(
     new ReceiveMessageCommand({
@@ -50,7 +55,8 @@ export async function pollOnce(
     }),
     options.signal === undefined ? {} : { abortSignal: options.signal },
   );
-  if (messages.length === 0) return { received: 0, failed: 0, failedMessageIds: [], messages };
+  if (messages.length === 0)
+    return { received: 0, failed: 0, failedMessageIds: [], acknowledged: true, messages };
   const response = await handler(toSqsEvent(queueUrl, messages));
   const failedIds = new Set(response.batchItemFailures.map((failure) => failure.itemIdentifier));
   const result = {
@@ -59,7 +65,8 @@ export async function pollOnce(
     failedMessageIds: [...failedIds],
     messages,
   };
-  if (options.acknowledge === false) return result;
+  const acknowledge = typeof options.acknowledge === "function" ? options.acknowledge() : options.acknowledge;
+  if (acknowledge === false) return { ...result, acknowledged: false };
   const entries = (keep: boolean) =>
     messages
       .map((message, index) => ({ message, index }))
@@ -89,7 +96,7 @@ export async function pollOnce(
       }),
     );
   }
-  return result;
+  return { ...result, acknowledged: true };
 }
 
 /** The SQS event Lambda builds from received messages (the field names and shapes of the Lambda docs). */

@@ -100,16 +100,17 @@ export class InboxConsumer {
 
   async run(signal: AbortSignal, onError: (error: unknown) => void): Promise<void> {
     while (!signal.aborted) {
-      const crash = this.#crashNext;
       try {
         // WaitTimeSeconds 1: a stop request is noticed promptly even where abort is not honoured mid-poll.
+        // The crash is decided once the batch is processed, so a request made meanwhile applies to this batch.
         const result = await pollOnce(this.#sqs, this.#queueUrl, this.#handler, {
           waitSeconds: 1,
           signal,
-          acknowledge: crash === undefined,
+          acknowledge: () => this.#crashNext === undefined,
         });
         this.stats.received += result.received;
-        if (crash !== undefined && result.received > 0) {
+        const crash = this.#crashNext;
+        if (!result.acknowledged && crash !== undefined) {
           this.#crashNext = undefined;
           await this.#makeVisibleAgain(result.messages);
           crash(result.messages.map((message) => message.MessageAttributes?.outboxId?.StringValue ?? ""));
