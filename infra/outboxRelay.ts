@@ -14,6 +14,7 @@ import { Construct, type IDependable } from "constructs";
 import { checkIntegerOption } from "../functions/shared/env.ts";
 import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay.ts";
 import { createAlarms, type OutboxAlarmThresholds } from "./alarms.ts";
+import { OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 import { createDashboard } from "./dashboard.ts";
 import {
   createDestination,
@@ -38,7 +39,6 @@ import {
   relayTiming,
 } from "./relayTiming.ts";
 import { dropStaleTicks, purgeRules, relayRule } from "./schedules.ts";
-import { OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 
 export { DEFAULT_MIGRATIONS_DIR, hashMigrations, PROJECT_ROOT, SQS_MAX_MESSAGE_BYTES };
 
