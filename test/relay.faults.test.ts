@@ -228,6 +228,37 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     expect(ledger.orderViolations).toEqual([]);
   });
 
+  it("never dead-letters for entry errors of the account's configuration (KMS, access, throttling), even as sender faults", async () => {
+    const queue = await createFifoQueue(sqs, "kms");
+    const written = await writeEvents([
+      anEvent({ aggregateId: "kms-1", payload: { n: 1 } }),
+      anEvent({ aggregateId: "kms-1", payload: { n: 2 } }),
+    ]);
+    const [first] = written;
+    const codes = ["KmsDisabled", "KmsAccessDenied", "AccessDenied", "ThrottlingException"];
+    const seen: string[] = [];
+    fake.setFaults({
+      failEntry: (entry) => {
+        if (entry.MessageDeduplicationId !== first?.id || seen.length === codes.length) return false;
+        const code = codes[seen.length] ?? "KmsDisabled";
+        seen.push(code);
+        return { code, senderFault: true };
+      },
+    });
+
+    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue, { maxAttempts: 2 }));
+
+    expect(seen).toEqual(codes);
+    const { rows } = await db.pool.query(
+      "select attempts, transient_failures, dead_lettered_at from outbox_events where id = $1",
+      [first?.id],
+    );
+    expect(rows[0]).toMatchObject({ attempts: 0, transient_failures: 4, dead_lettered_at: null });
+    const ledger = checkLedger(written, fake.deliveries(queueName(queue)));
+    expect(ledger.lost).toEqual([]);
+    expect(ledger.orderViolations).toEqual([]);
+  });
+
   it("republishes with the same dedup ids when the relay dies between publish and record", async () => {
     const queue = await createFifoQueue(sqs, "crash");
     const written = await writeEvents(

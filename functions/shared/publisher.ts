@@ -40,7 +40,8 @@ export interface LoadedRow extends ClaimedRow {
  *   reason, any exception), or SQS refused the entry as the sender's fault (`SenderFault = true`). Counts
  *   towards RELAY_MAX_ATTEMPTS; `permanent` when no retry can help (dead-lettered at once).
  * - `unsent`: SQS did not take it for a reason of its own: the whole request failed (unreachable, throttled,
- *   timed out, 5xx) or SQS failed this entry on its side (`SenderFault = false`: InternalError, ...). Says
+ *   timed out, 5xx, denied), SQS failed this entry on its side (`SenderFault = false`: InternalError, ...), or
+ *   the entry failed for the account's configuration (KMS key disabled or denied, throttled). Says
  *   nothing about the message: backs off and retries without limit, never dead-letters.
  * - `held`: not attempted this round (an earlier event of its group failed in this round, or the round's byte
  *   budget was spent); left untouched.
@@ -59,6 +60,14 @@ interface Prepared {
 
 /** Entry error codes that no retry can fix: the message itself is unacceptable. */
 const PERMANENT_CODES = /InvalidParameterValue|InvalidMessageContents|MessageTooLong|InvalidAttribute/i;
+/**
+ * Entry errors that are the account's or the service's doing, not the message's, whatever SenderFault says: a
+ * disabled or denied KMS key, a denied permission, a missing queue, throttling. Counting them towards
+ * RELAY_MAX_ATTEMPTS would turn a configuration fault (which the publish-failure alarm reports) into dead letters
+ * and, in the default mode, let an aggregate's later events overtake them.
+ */
+const NOT_THE_MESSAGE_CODES =
+  /^Kms|AccessDenied|NonExistentQueue|QueueDoesNotExist|Throttl|RequestThrottled/i;
 /** Whole-request errors caused by one entry's content: retry entries one by one to isolate the poison. */
 const CONTENT_CODES =
   /InvalidParameterValue|InvalidMessageContents|BatchRequestTooLong|MessageTooLong|InvalidAttribute|BatchEntryIdsNotDistinct|InvalidBatchEntryId/i;
@@ -191,6 +200,9 @@ async function sendBatch(
       // classifies the entry errors its documentation lists (all sender faults).
       if (failure.SenderFault === false) {
         return { row: message.row, status: "unsent", error: `SQS failed the entry on its side: ${error}` };
+      }
+      if (NOT_THE_MESSAGE_CODES.test(code)) {
+        return { row: message.row, status: "unsent", error: `SQS could not take the entry: ${error}` };
       }
       return {
         row: message.row,
