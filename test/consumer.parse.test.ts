@@ -15,6 +15,7 @@ function relayRecord(
     aggregateId: "o-1",
     eventType: "order.placed",
     createdAt: new Date("2026-12-01T10:00:00.000Z"),
+    seq: "42",
     headers: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" },
     body,
   });
@@ -51,6 +52,7 @@ describe("parseInboxEvent", () => {
       aggregateType: "order",
       aggregateId: "o-1",
       createdAt: new Date("2026-12-01T10:00:00.000Z"),
+      seq: 42n,
       sequenceNumber: 18889551798372123392n,
       headers: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" },
       payload: { orderId: "o-1" },

@@ -31,7 +31,7 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
         correlationId: "c-1",
       },
     });
-    const { id } = await enqueue(db.pool, event);
+    const { id, seq } = await enqueue(db.pool, event);
     const { rows: stored } = await db.pool.query("select created_at from outbox_events where id = $1", [id]);
 
     const summary = await drain(db.pool, sqs, testRelayOptions(queueUrl));
@@ -53,6 +53,7 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
     expect(attribute(message, "aggregateId")).toBe("order-42");
     expect(attribute(message, "outboxId")).toBe(id);
     expect(attribute(message, "createdAt")).toBe(stored[0].created_at.toISOString());
+    expect(attribute(message, "seq")).toBe(String(seq));
     expect(attribute(message, "traceparent")).toBe(event.headers?.traceparent);
     expect(attribute(message, "correlationId")).toBe("c-1");
     const { rows } = await db.pool.query("select processed_at, attempts from outbox_events where id = $1", [

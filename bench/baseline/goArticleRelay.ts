@@ -5,6 +5,7 @@ import { messageAttributes } from "../../functions/shared/sqsMessage.ts";
 
 interface OutboxRow {
   id: string;
+  seq: string;
   aggregate_type: string;
   aggregate_id: string;
   event_type: string;
@@ -28,7 +29,7 @@ export async function goArticleRelay(pool: pg.Pool, sqs: SQSClient, queueUrl: st
     try {
       await client.query("begin");
       const { rows } = await client.query<OutboxRow>(
-        `select id, aggregate_type, aggregate_id, event_type, payload::text as payload, headers, created_at
+        `select id, seq, aggregate_type, aggregate_id, event_type, payload::text as payload, headers, created_at
          from outbox_events
          where processed_at is null
          order by seq
@@ -51,6 +52,7 @@ export async function goArticleRelay(pool: pg.Pool, sqs: SQSClient, queueUrl: st
               eventType: row.event_type,
               headers: row.headers,
               createdAt: row.created_at,
+              seq: row.seq,
               body,
             }),
           }),

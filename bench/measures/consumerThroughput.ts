@@ -139,6 +139,7 @@ async function seedQueue(sqs: SQSClient, queueUrl: string, shape: ConsumerShape)
           aggregateId,
           eventType: "order.paid",
           createdAt,
+          seq: String(n + 1),
           headers: {},
           body,
         }),

@@ -20,7 +20,7 @@ export interface OutboxEvent<TPayload = unknown> {
   aggregateId: string;
   eventType: string;
   payload: TPayload;
-  /** Trace context, correlation ids: sent as SQS message attributes (at most 5). */
+  /** Trace context, correlation ids: sent as SQS message attributes (at most 4). */
   headers?: Record<string, string>;
   /** Not published before this time (defaults to the transaction's now()). */
   availableAt?: Date;
@@ -49,6 +49,8 @@ interface ValidRow {
 
 // A timestamp of the length the relay will send (ISO 8601, milliseconds, Z) for the size check.
 const SIZE_PROBE_DATE = new Date(0);
+// The longest seq the relay can send (a bigint's 19 digits), so the size check never under-counts.
+const SIZE_PROBE_SEQ = String(2n ** 63n - 1n);
 
 /**
  * Writes events to the outbox with the caller's connection, so they commit or roll back with the caller's
@@ -161,6 +163,7 @@ function validateEvent(event: OutboxEvent<unknown>, at: string, maxMessageBytes:
     eventType,
     headers,
     createdAt: SIZE_PROBE_DATE,
+    seq: SIZE_PROBE_SEQ,
     body: payloadJson,
   });
   // What the relay will send: the body as jsonb prints it back (numbers in full), not JSON.stringify's text.

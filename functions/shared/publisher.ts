@@ -130,6 +130,7 @@ function prepare(row: LoadedRow, maxMessageBytes: number): Prepared | string {
       eventType: checkName("event_type", row.event_type),
       headers: checkHeaders("headers", row.headers),
       createdAt: checkTimestamp("created_at", row.created_at),
+      seq: row.seq,
       body,
     });
     const size = messageSize(body, attributes);

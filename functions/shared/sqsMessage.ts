@@ -25,6 +25,9 @@ export const STANDARD_ATTRIBUTES = [
   "aggregateId",
   "outboxId",
   "createdAt",
+  // The outbox order key: per aggregate it grows in commit order (migration 0005), so a consumer can tell an
+  // older event from a newer one by itself, across redeliveries and beyond SQS's 5-minute deduplication.
+  "seq",
 ] as const;
 export const MAX_HEADERS = SQS_MAX_ATTRIBUTES - STANDARD_ATTRIBUTES.length;
 const RESERVED = new Set(STANDARD_ATTRIBUTES.map((name) => name.toLowerCase()));
@@ -35,6 +38,8 @@ export interface MessageFields {
   aggregateId: string;
   eventType: string;
   createdAt: Date;
+  /** The outbox row's seq (bigint as decimal text). */
+  seq: string;
   headers: Record<string, string>;
   /** The JSON text sent as the body. */
   body: string;
@@ -53,6 +58,7 @@ export function messageAttributes(fields: MessageFields): StringAttributes {
   put("aggregateId", fields.aggregateId);
   put("outboxId", fields.id);
   put("createdAt", fields.createdAt.toISOString());
+  put("seq", fields.seq);
   return attributes;
 }
 

@@ -4,8 +4,8 @@ import type { SqsRecord } from "./sqsEvent.ts";
 
 /**
  * An outbox event as a consumer sees it, parsed back from the message the relay built (functions/shared/
- * sqsMessage.ts: the JSON payload as the body; eventType, aggregateType, aggregateId, outboxId and createdAt as
- * string message attributes; the row's headers as further string attributes).
+ * sqsMessage.ts: the JSON payload as the body; eventType, aggregateType, aggregateId, outboxId, createdAt and seq
+ * as string message attributes; the row's headers as further string attributes).
  */
 export interface InboxEvent<Payload = unknown> {
   /** The outbox row id: the idempotency key (also the message's deduplication id when the relay sent it). */
@@ -16,7 +16,12 @@ export interface InboxEvent<Payload = unknown> {
   /** When the producer's transaction wrote the event (the database's clock). */
   createdAt: Date;
   /**
-   * The order key within the aggregate: SQS FIFO's sequence number, which grows with every message of a group
+   * The outbox order key: per aggregate it grows strictly in commit order (migration 0005), so a handler can
+   * ignore an event older than one it already applied. Not gapless: other aggregates share the sequence.
+   */
+  seq: bigint;
+  /**
+   * SQS FIFO's sequence number, which grows with every message of a group
    * in the order the relay sent them (= outbox order, the relay's invariant 2). A 128-bit number, hence bigint.
    */
   sequenceNumber: bigint;
@@ -58,6 +63,10 @@ export function parseInboxEvent(record: SqsRecord): InboxEvent {
       `is not a timestamp: ${JSON.stringify(createdAtText)}`,
     );
   }
+  const seqText = attribute("seq");
+  if (!/^\d{1,19}$/.test(seqText)) {
+    throw new ValidationError("messageAttributes.seq", `is not an order key: ${JSON.stringify(seqText)}`);
+  }
   const sequenceText = record.attributes?.SequenceNumber;
   if (sequenceText === undefined || !/^\d+$/.test(sequenceText)) {
     throw new ValidationError(
@@ -86,6 +95,7 @@ export function parseInboxEvent(record: SqsRecord): InboxEvent {
     aggregateType: attribute("aggregateType"),
     aggregateId: attribute("aggregateId"),
     createdAt,
+    seq: BigInt(seqText),
     sequenceNumber: BigInt(sequenceText),
     headers,
     payload,
