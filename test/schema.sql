@@ -45,7 +45,7 @@ CREATE INDEX outbox_dead_lettered_at ON public.outbox_events USING btree (dead_l
 CREATE UNIQUE INDEX outbox_events_pkey ON public.outbox_events USING btree (id)
 CREATE UNIQUE INDEX outbox_migrations_pkey ON public.outbox_migrations USING btree (name)
 CREATE INDEX outbox_pending_aggregate ON public.outbox_events USING btree (aggregate_type, aggregate_id, seq) WHERE (processed_at IS NULL)
-CREATE INDEX outbox_pending_seq ON public.outbox_events USING btree (seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
+CREATE INDEX outbox_pending_live ON public.outbox_events USING btree (aggregate_type, aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
 CREATE INDEX outbox_processed_at ON public.outbox_events USING btree (processed_at) WHERE (processed_at IS NOT NULL)
 
 -- storage

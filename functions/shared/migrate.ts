@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type SessionClient, type SessionPool, withTransaction } from "./db.ts";
+import { type Queryable, type SessionClient, type SessionPool, withTransaction } from "./db.ts";
 import { MigrationError } from "./errors.ts";
 import { type OutboxLocation, type OutboxNames, outboxNames, quoteIdent } from "./identifiers.ts";
 import { sleep } from "./sleep.ts";
@@ -90,55 +90,28 @@ async function readMigrations(dir: string) {
  * CLI) serialize instead of racing, and the loser finds the file recorded and skips it. `_xact_` locks end
  * with the transaction, which keeps RDS Proxy from pinning the session.
  * A recorded file whose content changed is an error: migrations are forward-only.
+ * A file whose first line is `-- migrate: no-transaction` runs outside a transaction (see applyWithoutTransaction).
  */
 export async function migrate(pool: SessionPool, options: MigrateOptions = {}): Promise<MigrateResult> {
   const names = outboxNames(options);
   const migrations = await readMigrations(options.migrationsDir ?? defaultMigrationsDir());
-  const ledger = names.related("migrations");
   const result: MigrateResult = { applied: [], alreadyApplied: [] };
 
   for (const migration of migrations) {
-    await withLockRetriedTransaction(pool, migration.name, options, async (client) => {
-      await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [
-        `outbox-migrate:${names.qualified}`,
-      ]);
-      // Set after the advisory lock: waiting for another runner is not waiting in front of producers.
-      await client.query("select set_config('lock_timeout', $1, true)", [
-        `${options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS}ms`,
-      ]);
-      await client.query(`create schema if not exists ${quoteIdent(names.schema)}`);
-      await client.query(
-        `create table if not exists ${ledger} (
-           name text primary key, checksum text not null, applied_at timestamptz not null default now())`,
-      );
-      const { rows } = await client.query<{ checksum: string }>(
-        `select checksum from ${ledger} where name = $1`,
-        [migration.name],
-      );
-      const recorded = rows[0];
-      if (recorded !== undefined) {
-        if (recorded.checksum !== migration.checksum) {
-          throw new MigrationError(
-            `migration ${migration.name} was applied with different content (checksum ${recorded.checksum}); ` +
-              "migrations are forward-only: add a new file instead of editing an applied one",
-          );
-        }
-        result.alreadyApplied.push(migration.name);
-        return;
-      }
-      try {
-        await client.query(renderMigration(migration.sql, names));
-      } catch (error) {
-        throw new MigrationError(`migration ${migration.name} failed: ${(error as Error).message}`, {
-          cause: error,
+    const applied = NO_TRANSACTION.test(migration.sql)
+      ? await applyWithoutTransaction(pool, names, migration)
+      : await withLockRetriedTransaction(pool, migration.name, options, async (client) => {
+          await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey(names)]);
+          // Set after the advisory lock: waiting for another runner is not waiting in front of producers.
+          await client.query("select set_config('lock_timeout', $1, true)", [
+            `${options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS}ms`,
+          ]);
+          if (await isRecorded(client, names, migration)) return false;
+          await run(client, migration.name, renderMigration(migration.sql, names));
+          await record(client, names, migration);
+          return true;
         });
-      }
-      await client.query(`insert into ${ledger} (name, checksum) values ($1, $2)`, [
-        migration.name,
-        migration.checksum,
-      ]);
-      result.applied.push(migration.name);
-    });
+    (applied ? result.applied : result.alreadyApplied).push(migration.name);
   }
   return result;
 }
@@ -147,20 +120,19 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
  * One file's transaction, tried again while it fails on `lock_timeout` (SQLSTATE 55P03), then failed with an
  * error that names the file, the cause and how to find the blocker. Other errors fail at once.
  */
-async function withLockRetriedTransaction(
+async function withLockRetriedTransaction<T>(
   pool: SessionPool,
   name: string,
   options: MigrateOptions,
-  body: (client: SessionClient) => Promise<void>,
-): Promise<void> {
+  body: (client: SessionClient) => Promise<T>,
+): Promise<T> {
   const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
   const attempts = options.lockAttempts ?? DEFAULT_LOCK_ATTEMPTS;
   let pauseMs = options.lockRetryPauseMs ?? DEFAULT_LOCK_RETRY_PAUSE_MS;
   const started = Date.now();
   for (let tried = 1; ; tried++) {
     try {
-      await withTransaction(pool, body);
-      return;
+      return await withTransaction(pool, body);
     } catch (error) {
       if (!isLockTimeout(error)) throw error;
       if (tried >= attempts) {
@@ -183,4 +155,136 @@ function isLockTimeout(error: unknown): boolean {
     if ((e as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return true;
   }
   return false;
+}
+
+type Migration = Awaited<ReturnType<typeof readMigrations>>[number];
+
+const NO_TRANSACTION = /^--\s*migrate:\s*no-transaction\s*$/m;
+/** `create [unique] index concurrently if not exists "name"`, possibly after comment lines. */
+const CREATE_INDEX_CONCURRENTLY =
+  /^(?:\s*--[^\n]*\n)*\s*create\s+(?:unique\s+)?index\s+concurrently\s+(if\s+not\s+exists\s+)?("(?:[^"]|"")+")?/i;
+
+const lockKey = (names: OutboxNames) => `outbox-migrate:${names.qualified}`;
+const noTransactionLockKey = (names: OutboxNames) => `outbox-migrate-no-transaction:${names.qualified}`;
+const LOCK_POLL_MS = 250;
+
+/** Creates the ledger if needed; true when the file is already applied (and unchanged). */
+async function isRecorded(client: Queryable, names: OutboxNames, migration: Migration): Promise<boolean> {
+  const ledger = names.related("migrations");
+  await client.query(`create schema if not exists ${quoteIdent(names.schema)}`);
+  await client.query(
+    `create table if not exists ${ledger} (
+       name text primary key, checksum text not null, applied_at timestamptz not null default now())`,
+  );
+  const { rows } = await client.query<{ checksum: string }>(
+    `select checksum from ${ledger} where name = $1`,
+    [migration.name],
+  );
+  const recorded = rows[0];
+  if (recorded === undefined) return false;
+  if (recorded.checksum !== migration.checksum) {
+    throw new MigrationError(
+      `migration ${migration.name} was applied with different content (checksum ${recorded.checksum}); ` +
+        "migrations are forward-only: add a new file instead of editing an applied one",
+    );
+  }
+  return true;
+}
+
+async function record(client: Queryable, names: OutboxNames, migration: Migration) {
+  await client.query(`insert into ${names.related("migrations")} (name, checksum) values ($1, $2)`, [
+    migration.name,
+    migration.checksum,
+  ]);
+}
+
+async function run(client: Queryable, name: string, sql: string) {
+  try {
+    await client.query(sql);
+  } catch (error) {
+    throw new MigrationError(`migration ${name} failed: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/**
+ * For `create index concurrently` on a busy table, which Postgres refuses inside a transaction. Runners serialize
+ * on a session-level advisory lock held for the file's duration (it pins an RDS Proxy session only while
+ * migrating), taken by polling `pg_try_advisory_lock`: a runner *blocked* on the lock would sit in a statement
+ * holding a snapshot, which the concurrent build waits for while that runner waits for the build's lock, a
+ * deadlock. Its own key, for the same reason: a runner still at an earlier file must not block on it either.
+ * Statements run one by one, autocommitted: the file must hold plain statements, each ending with `;` at the
+ * end of a line. A concurrent build that failed half way (lock timeout, cancel, crash) leaves an INVALID index
+ * under its name, which `if not exists` would then silently accept: it is dropped before the build is retried.
+ * The file is recorded after its last statement, so every statement must be safe to run again. No lock_timeout:
+ * a concurrent build or drop takes only SHARE UPDATE EXCLUSIVE, which never queues producers' INSERTs, and it
+ * waits for older transactions to end by design; cutting that wait short would only leave an INVALID index.
+ */
+async function applyWithoutTransaction(
+  pool: SessionPool,
+  names: OutboxNames,
+  migration: Migration,
+): Promise<boolean> {
+  const client = await pool.connect();
+  const ignore = () => {};
+  client.on?.("error", ignore);
+  let broken: Error | undefined;
+  try {
+    const key = noTransactionLockKey(names);
+    for (;;) {
+      const { rows } = await client.query<{ locked: boolean }>(
+        "select pg_try_advisory_lock(hashtextextended($1, 0)) as locked",
+        [key],
+      );
+      if (rows[0]?.locked === true) break;
+      await sleep(LOCK_POLL_MS);
+    }
+    try {
+      if (await isRecorded(client, names, migration)) return false;
+      const statements = renderMigration(migration.sql, names)
+        .split(/;[ \t]*(?:\r?\n|$)/)
+        .filter((statement) => statement.replace(/--[^\n]*/g, "").trim() !== "");
+      for (const statement of statements) {
+        await dropInvalidIndexBuiltBy(client, names, migration.name, statement);
+        await run(client, migration.name, statement);
+      }
+      await record(client, names, migration);
+      return true;
+    } finally {
+      await client.query("select pg_advisory_unlock(hashtextextended($1, 0))", [key]);
+    }
+  } catch (error) {
+    broken = error as Error;
+    throw error;
+  } finally {
+    client.off?.("error", ignore);
+    client.release(broken instanceof MigrationError ? undefined : broken);
+  }
+}
+
+async function dropInvalidIndexBuiltBy(
+  client: Queryable,
+  names: OutboxNames,
+  file: string,
+  statement: string,
+) {
+  const match = CREATE_INDEX_CONCURRENTLY.exec(statement);
+  if (match === null) return;
+  const quotedName = match[2];
+  if (match[1] === undefined || quotedName === undefined) {
+    throw new MigrationError(
+      `migration ${file}: write "create index concurrently if not exists {{name:...}}" so that a retry after a ` +
+        "failure can find and rebuild the index",
+    );
+  }
+  const name = quotedName.slice(1, -1).replaceAll('""', '"');
+  const { rows } = await client.query(
+    `select 1 from pg_index as i
+     join pg_class as c on c.oid = i.indexrelid
+     join pg_namespace as n on n.oid = c.relnamespace
+     where n.nspname = $1 and c.relname = $2 and not i.indisvalid`,
+    [names.schema, name],
+  );
+  if (rows.length > 0) {
+    await run(client, file, `drop index concurrently if exists ${quoteIdent(names.schema)}.${quotedName}`);
+  }
 }

@@ -6,7 +6,7 @@ import { ConfigError, errorMessage } from "./errors.ts";
 import { type OutboxLocation, type OutboxNames, outboxNames } from "./identifiers.ts";
 import { type LoadedRow, type PublishResult, publishRows } from "./publisher.ts";
 import { sleep } from "./sleep.ts";
-import { type ClaimedRow, claimBatch } from "./sql/claimBatch.ts";
+import { type ClaimCursor, type ClaimedRow, claimBatch, newClaimCursor } from "./sql/claimBatch.ts";
 import { loadPayloads } from "./sql/loadPayloads.ts";
 import { type RowOutcome, recordOutcomes } from "./sql/recordOutcomes.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "./sqsMessage.ts";
@@ -192,6 +192,8 @@ async function relayLoop(
 ): Promise<RelaySummary["stoppedBy"]> {
   let idleMs = options.idlePollMinMs;
   let consecutiveErrors = 0;
+  // This loop's place in the claim's round robin over aggregates (see claimBatch).
+  const cursor = newClaimCursor();
 
   for (;;) {
     if (deps.signal?.aborted) {
@@ -202,7 +204,7 @@ async function relayLoop(
     }
     let report: RoundReport;
     try {
-      report = await relayRound(deps, options);
+      report = await relayRound(deps, options, cursor);
       consecutiveErrors = 0;
     } catch (error) {
       summary.failedRounds++;
@@ -232,7 +234,10 @@ async function relayLoop(
     }
 
     const fullBatch = report.claimed === options.batchSize && report.published > 0;
-    if (fullBatch) {
+    // A short claim that stopped at its examine cap (a long run of blocked aggregates) has not looked at every
+    // aggregate yet: unless publishing failed, go on at once with the next window (see claimBatch).
+    const unexamined = !cursor.sawAll && report.claimed < options.batchSize && report.failed === 0;
+    if (fullBatch || unexamined) {
       idleMs = options.idlePollMinMs;
       continue; // more is waiting: go again at once
     }
@@ -254,7 +259,11 @@ async function pause(deps: RelayDeps, ms: number, wakeable: boolean) {
 }
 
 /** One round in one transaction: claim a batch, publish it, record every outcome, commit. */
-export async function relayRound(deps: RelayDeps, options: RelayOptions): Promise<RoundReport> {
+export async function relayRound(
+  deps: RelayDeps,
+  options: RelayOptions,
+  cursor: ClaimCursor = newClaimCursor(),
+): Promise<RoundReport> {
   const names = outboxNames(options);
   const started = performance.now();
   const report = await withTransaction(deps.pool, async (client) => {
@@ -273,6 +282,7 @@ export async function relayRound(deps: RelayDeps, options: RelayOptions): Promis
     const rows = await claimBatch(client, names, {
       limit: options.batchSize,
       strictOrder: options.strictOrder,
+      cursor,
     });
     if (rows.length === 0) return emptyReport(0);
 

@@ -1,0 +1,91 @@
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { afterEach, describe, expect, it } from "vitest";
+import { MigrationError } from "../functions/shared/errors.ts";
+import { migrate } from "../functions/shared/migrate.ts";
+import { createEmptyDatabase } from "./support/db.ts";
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+});
+
+async function emptyPool() {
+  const database = await createEmptyDatabase();
+  const pool = new pg.Pool({ connectionString: database.url, max: 4 });
+  pool.on("error", () => {});
+  cleanups.push(async () => {
+    await pool.end();
+    await database.drop();
+  });
+  return pool;
+}
+
+const CLAIM_INDEX_MIGRATION = "0003_claim_heads_index.sql";
+
+async function indexState(pool: pg.Pool, name: string) {
+  const { rows } = await pool.query(
+    `select i.indisvalid as valid, pg_get_indexdef(i.indexrelid) as definition
+     from pg_index as i join pg_class as c on c.oid = i.indexrelid where c.relname = $1`,
+    [name],
+  );
+  return rows;
+}
+
+describe("migrations outside a transaction (create index concurrently)", () => {
+  it("builds the claim's index concurrently and drops the index it replaces", async () => {
+    const pool = await emptyPool();
+
+    const result = await migrate(pool);
+
+    expect(result.applied).toContain(CLAIM_INDEX_MIGRATION);
+    expect(await indexState(pool, "outbox_pending_live")).toEqual([
+      {
+        valid: true,
+        definition:
+          "CREATE INDEX outbox_pending_live ON public.outbox_events USING btree (aggregate_type, aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))",
+      },
+    ]);
+    expect(await indexState(pool, "outbox_pending_seq")).toEqual([]);
+  });
+
+  it("rebuilds an index that a failed concurrent build left INVALID instead of accepting it", async () => {
+    const pool = await emptyPool();
+    await migrate(pool);
+    // What a build cut short (lock timeout, cancel, crash) leaves: an invalid index under the name, no ledger row.
+    await pool.query("delete from outbox_migrations where name = $1", [CLAIM_INDEX_MIGRATION]);
+    await pool.query("drop index outbox_pending_live");
+    await pool.query(
+      `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload)
+       values ('order', 'a', 'e', '{}'), ('order', 'b', 'e', '{}')`,
+    );
+    await expect(
+      pool.query("create unique index concurrently outbox_pending_live on outbox_events (aggregate_type)"),
+    ).rejects.toThrow(/could not create unique index/);
+    expect((await indexState(pool, "outbox_pending_live"))[0]?.valid).toBe(false);
+
+    const result = await migrate(pool);
+
+    expect(result.applied).toEqual([CLAIM_INDEX_MIGRATION]);
+    const [index] = await indexState(pool, "outbox_pending_live");
+    expect(index?.valid).toBe(true);
+    expect(index?.definition).toContain("(aggregate_type, aggregate_id, seq) WHERE");
+  });
+
+  it("refuses a concurrent build without `if not exists`, which a retry could not resume", async () => {
+    const pool = await emptyPool();
+    const dir = await mkdtemp(join(tmpdir(), "migrations-"));
+    await writeFile(join(dir, "0001_table.sql"), "create table {{table}} (id int);");
+    await writeFile(
+      join(dir, "0002_index.sql"),
+      "-- migrate: no-transaction\ncreate index concurrently {{name:by_id}} on {{table}} (id);\n",
+    );
+
+    const attempt = migrate(pool, { migrationsDir: dir });
+
+    await expect(attempt).rejects.toThrow(MigrationError);
+    await expect(attempt).rejects.toThrow(/0002_index\.sql.*if not exists/);
+  });
+});
