@@ -75,6 +75,13 @@ const MEMORY_LOAD = { events: 400, payloadBytes: 1_040_000 };
 const UNBOUNDED_BATCH_BYTES = 1_073_741_824;
 /** 5 invocations at a time (OutboxConsumer's default maxConcurrency), 10 records each, 4 records per group. */
 const CONSUMER_SHAPE = { messages: 4_000, groups: 1_000, pollers: 5 };
+/** Rows waiting in one aggregate for the hot-aggregate claim (6) and latency (8) measurements. */
+const HOT_ROWS = 1_000_000;
+/** One aggregate drains at tens of events/s (one per round): a few seconds per run. */
+const HOT_DRAIN: { sqsLatencyMs: number; events: number }[] = [
+  { sqsLatencyMs: 0, events: 300 },
+  { sqsLatencyMs: SQS_LATENCY_MS, events: 150 },
+];
 
 const PARTS = [
   "throughput",
@@ -83,6 +90,7 @@ const PARTS = [
   "baseline",
   "latency",
   "claim",
+  "hot",
   "purge",
   "bundle",
   "enqueue",
@@ -187,8 +195,40 @@ try {
     results.latency = latency;
   }
   if (runs("claim")) {
-    log(`(6) claim with ${PUBLISHED_ROWS} published and ${CLAIM_PENDING.events} pending rows`);
-    results.claimAtScale = await measureClaimAtScale(db.pool, PUBLISHED_ROWS, CLAIM_PENDING);
+    log(
+      `(6) claim with ${PUBLISHED_ROWS} published and ${CLAIM_PENDING.events} pending rows, then + ${HOT_ROWS} in one`,
+    );
+    results.claimAtScale = await measureClaimAtScale(db.pool, PUBLISHED_ROWS, CLAIM_PENDING, HOT_ROWS);
+  }
+  if (runs("hot")) {
+    log("(8) hot aggregate: one aggregate's drain rate; normal traffic's latency while a hot backlog drains");
+    const drain = [];
+    for (const { sqsLatencyMs, events } of HOT_DRAIN) {
+      const rates: number[] = [];
+      for (let i = 0; i < REPEATS; i++) {
+        const shape = { events, aggregates: 1 };
+        rates.push(
+          (await measureRelay(db.pool, endpoint, shape, DEFAULT_TUNING, sqsLatencyMs, meter)).eventsPerSecond,
+        );
+      }
+      drain.push({ sqsLatencyMs, events, eventsPerSecond: repeated(rates) });
+    }
+    const hot: NonNullable<BenchResults["hotAggregate"]> = {
+      drain,
+      hotRows: HOT_ROWS,
+      sqsLatencyMs: SQS_LATENCY_MS,
+      withoutBacklog: [],
+      withBacklog: [],
+    };
+    for (let i = 0; i < REPEATS; i++) {
+      hot.withoutBacklog.push(
+        await measureLatency(db.server.url, db.pool, endpoint, STEADY_LOAD, SQS_LATENCY_MS, false),
+      );
+      hot.withBacklog.push(
+        await measureLatency(db.server.url, db.pool, endpoint, STEADY_LOAD, SQS_LATENCY_MS, false, HOT_ROWS),
+      );
+    }
+    results.hotAggregate = hot;
   }
   if (runs("purge")) {
     log(`(7) relay throughput while the purge deletes ${PUBLISHED_ROWS} rows`);

@@ -6,7 +6,7 @@ import {
   roundReserveMs,
   runRelay,
 } from "../../functions/shared/relay.ts";
-import { resetOutbox } from "../lib/benchDatabase.ts";
+import { resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { AcceptedSend, BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 import { percentile } from "../lib/stats.ts";
@@ -21,6 +21,8 @@ export interface LatencyRun {
   /** The producer's COMMIT duration, ms (the NOTIFY trigger's cost shows here). */
   commitP50: number;
   commitP99: number;
+  /** With a hot backlog: events of the hot aggregate published during the run, and their rate. */
+  hot?: { rows: number; published: number; eventsPerSecond: number };
 }
 
 const ALL_DELIVERED_TIMEOUT_MS = 30_000;
@@ -28,7 +30,10 @@ const ALL_DELIVERED_TIMEOUT_MS = 30_000;
 /**
  * (5) Commit-to-publish latency in dwell mode (the Lambda default) at a steady producer rate: from the
  * producer's COMMIT returning to the endpoint accepting the message, per event. With `notify`, the migration's
- * trigger is enabled and the relay LISTENs (listenForOutboxInserts), as RELAY_LISTEN=true does.
+ * trigger is enabled and the relay LISTENs (listenForOutboxInserts), as RELAY_LISTEN=true does. With
+ * `hotBacklogRows`, one aggregate holds that many waiting rows when the relay starts (statistics from before
+ * them), and the relay drains it while the producer's events are timed: the hot aggregate must not cost the
+ * others latency, and its own drain rate during the run is reported.
  */
 export async function measureLatency(
   databaseUrl: string,
@@ -37,8 +42,12 @@ export async function measureLatency(
   load: SteadyLoad,
   latencyMs: number,
   notify: boolean,
+  hotBacklogRows = 0,
 ): Promise<LatencyRun> {
   await resetOutbox(producerPool);
+  if (hotBacklogRows > 0) {
+    await seedBacklog(producerPool, { events: hotBacklogRows, aggregates: 1 }, "hot", false);
+  }
   await producerPool.query(
     `alter table outbox_events ${notify ? "enable" : "disable"} trigger outbox_notify`,
   );
@@ -62,6 +71,8 @@ export async function measureLatency(
     const firstAccepted = await waitForAll(endpoint, produced.committedAt);
     stop.abort();
     await relay;
+    // Everything else the endpoint accepted during the run is the hot aggregate's.
+    const hotTimes = [...firstAccepted].filter(([id]) => !produced.committedAt.has(id)).map(([, at]) => at);
     const latencies = [...produced.committedAt].map(([id, at]) => (firstAccepted.get(id) as number) - at);
     return {
       events: latencies.length,
@@ -71,6 +82,16 @@ export async function measureLatency(
       max: Math.max(...latencies),
       commitP50: percentile(produced.commitMs, 50),
       commitP99: percentile(produced.commitMs, 99),
+      ...(hotBacklogRows > 0
+        ? {
+            hot: {
+              rows: hotBacklogRows,
+              published: hotTimes.length,
+              eventsPerSecond:
+                (hotTimes.length - 1) / ((Math.max(...hotTimes) - Math.min(...hotTimes)) / 1000),
+            },
+          }
+        : {}),
     };
   } finally {
     stop.abort();
