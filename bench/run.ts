@@ -75,7 +75,7 @@ const MEMORY_LOAD = { events: 400, payloadBytes: 1_040_000 };
 const UNBOUNDED_BATCH_BYTES = 1_073_741_824;
 /** 5 invocations at a time (OutboxConsumer's default maxConcurrency), 10 records each, 4 records per group. */
 const CONSUMER_SHAPE = { messages: 4_000, groups: 1_000, pollers: 5 };
-/** Rows waiting in one aggregate for the hot-aggregate claim (6) and latency (8) measurements. */
+/** Rows waiting in one aggregate for the hot-aggregate claim (6) and latency (10) measurements. */
 const HOT_ROWS = 1_000_000;
 /** One aggregate drains at tens of events/s (one per round): a few seconds per run. */
 const HOT_DRAIN: { sqsLatencyMs: number; events: number }[] = [
@@ -201,7 +201,7 @@ try {
     results.claimAtScale = await measureClaimAtScale(db.pool, PUBLISHED_ROWS, CLAIM_PENDING, HOT_ROWS);
   }
   if (runs("hot")) {
-    log("(8) hot aggregate: one aggregate's drain rate; normal traffic's latency while a hot backlog drains");
+    log("(10) hot aggregate: one aggregate's drain rate; normal traffic's latency while a hot backlog drains");
     const drain = [];
     for (const { sqsLatencyMs, events } of HOT_DRAIN) {
       const rates: number[] = [];
