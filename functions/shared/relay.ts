@@ -234,14 +234,13 @@ async function relayLoop(
     }
 
     const fullBatch = report.claimed === options.batchSize && report.published > 0;
-    // A short claim that stopped at its examine cap (a long run of blocked aggregates) has not looked at every
-    // aggregate yet: unless publishing failed, go on at once with the next window (see claimBatch).
-    const unexamined = !cursor.sawAll && report.claimed < options.batchSize && report.failed === 0;
-    if (fullBatch || unexamined) {
+    if (fullBatch) {
       idleMs = options.idlePollMinMs;
       continue; // more is waiting: go again at once
     }
-    if (options.mode === "drain" && report.claimed === 0) return "drained";
+    // An empty claim that stopped at its examine cap (a long run of blocked aggregates) has not looked at every
+    // aggregate yet (see claimBatch): not drained. Dwell paces such windows like any idle poll.
+    if (options.mode === "drain" && report.claimed === 0 && cursor.sawAll) return "drained";
     // Busy but not full: poll again soon. Idle or everything failed: back off, up to the cap.
     idleMs = report.published > 0 ? options.idlePollMinMs : Math.min(options.idlePollMaxMs, idleMs * 2);
     if (options.mode === "drain" && report.published === 0) {
