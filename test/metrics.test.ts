@@ -360,7 +360,7 @@ describe("outboxSnapshot", () => {
       const indexes = nodes.flatMap((node) => node["Index Name"] ?? []);
       expect(indexes.length).toBeGreaterThan(0);
       for (const index of indexes) {
-        expect(["snapshot_pending_seq", "snapshot_pending_aggregate", "snapshot_dead_lettered_at"]).toContain(
+        expect(["snapshot_pending_live", "snapshot_pending_aggregate", "snapshot_dead_lettered_at"]).toContain(
           index,
         );
       }
