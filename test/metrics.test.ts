@@ -360,9 +360,11 @@ describe("outboxSnapshot", () => {
       const indexes = nodes.flatMap((node) => node["Index Name"] ?? []);
       expect(indexes.length).toBeGreaterThan(0);
       for (const index of indexes) {
-        expect(["snapshot_pending_live", "snapshot_pending_aggregate", "snapshot_dead_lettered_at"]).toContain(
-          index,
-        );
+        expect([
+          "snapshot_pending_live",
+          "snapshot_pending_aggregate",
+          "snapshot_dead_lettered_at",
+        ]).toContain(index);
       }
       // Rows read from the table: the 10 unpublished ones, not the 100,000 published.
       const scanned = nodes
