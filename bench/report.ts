@@ -209,7 +209,7 @@ export function summaryTable(r: BenchResults): string {
     const h = r.hotAggregate;
     for (const d of h.drain) {
       rows.push([
-        `9. one aggregate alone: its drain rate (the per-aggregate ceiling), SQS +${d.sqsLatencyMs} ms, ${d.events} events`,
+        `10. one aggregate alone: its drain rate (the per-aggregate ceiling), SQS +${d.sqsLatencyMs} ms, ${d.events} events`,
         `${n(d.eventsPerSecond.median)} ev/s`,
         spread(d.eventsPerSecond),
         "–",
@@ -220,7 +220,7 @@ export function summaryTable(r: BenchResults): string {
     const ratio = p99(h.withBacklog) / p99(h.withoutBacklog);
     const hotRates = h.withBacklog.map((run) => run.hot?.eventsPerSecond ?? NaN);
     rows.push([
-      `9. commit→publish latency of normal traffic while one aggregate with ${n(h.hotRows)} waiting rows drains (polling, SQS +${h.sqsLatencyMs} ms)`,
+      `10. commit→publish latency of normal traffic while one aggregate with ${n(h.hotRows)} waiting rows drains (polling, SQS +${h.sqsLatencyMs} ms)`,
       `p50 ${n(medianOf(h.withBacklog.map((run) => run.p50)))} / p99 ${n(p99(h.withBacklog))} ms = ${n(ratio, 2)} × without (p99 ${n(p99(h.withoutBacklog))} ms)`,
       `p99 runs with: ${h.withBacklog.map((run) => n(run.p99)).join(", ")} ms, without: ${h.withoutBacklog.map((run) => n(run.p99)).join(", ")} ms; hot aggregate drained at ${hotRates.map((rate) => n(rate)).join(", ")} ev/s meanwhile`,
       `≤ ${TARGETS.hotBacklogLatencyRatio} × without`,

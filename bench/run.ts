@@ -201,7 +201,9 @@ try {
     results.claimAtScale = await measureClaimAtScale(db.pool, PUBLISHED_ROWS, CLAIM_PENDING, HOT_ROWS);
   }
   if (runs("hot")) {
-    log("(10) hot aggregate: one aggregate's drain rate; normal traffic's latency while a hot backlog drains");
+    log(
+      "(10) hot aggregate: one aggregate's drain rate; normal traffic's latency while a hot backlog drains",
+    );
     const drain = [];
     for (const { sqsLatencyMs, events } of HOT_DRAIN) {
       const rates: number[] = [];
