@@ -1,4 +1,4 @@
-import { Duration, RemovalPolicy, Validations } from "aws-cdk-lib";
+import { Duration, RemovalPolicy } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
 import type * as ec2 from "aws-cdk-lib/aws-ec2";
@@ -11,6 +11,11 @@ import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
+import {
+  acknowledgeVpcNetworkInterfaces,
+  grantSecretRead,
+  vpcNetworkInterfacesStatement,
+} from "./lambdas.ts";
 
 /**
  * The consuming service's side, optional: a Lambda built from the user's handler file (which exports a
@@ -95,35 +100,10 @@ export class OutboxConsumer extends Construct {
       },
     });
     if (props.vpc !== undefined) {
-      role.addToPrincipalPolicy(
-        new iam.PolicyStatement({
-          actions: [
-            "ec2:CreateNetworkInterface",
-            "ec2:DescribeNetworkInterfaces",
-            "ec2:DescribeSubnets",
-            "ec2:DeleteNetworkInterface",
-            "ec2:AssignPrivateIpAddresses",
-            "ec2:UnassignPrivateIpAddresses",
-          ],
-          // As for the relay (infra/outboxRelay.ts): Describe* has no resource-level permissions, and Lambda
-          // creates the ENIs before their ARNs exist.
-          resources: ["*"],
-        }),
-      );
-      Validations.of(role).acknowledge({
-        id: "AwsSolutions-IAM5[Resource::*]",
-        reason:
-          "EC2 network-interface actions of a VPC Lambda (as AWSLambdaVPCAccessExecutionRole grants them).",
-      });
+      role.addToPrincipalPolicy(vpcNetworkInterfacesStatement());
+      acknowledgeVpcNetworkInterfaces(role);
     }
-    if (props.databaseSecret !== undefined) {
-      role.addToPrincipalPolicy(
-        new iam.PolicyStatement({
-          actions: ["secretsmanager:GetSecretValue"],
-          resources: [props.databaseSecret.secretFullArn ?? `${props.databaseSecret.secretArn}-??????`],
-        }),
-      );
-    }
+    if (props.databaseSecret !== undefined) grantSecretRead(this, role, props.databaseSecret);
 
     this.function = new nodejs.NodejsFunction(this, "Function", {
       entry: props.entry,

@@ -41,6 +41,34 @@ export function logsPolicy(group: logs.ILogGroup): iam.PolicyDocument {
   });
 }
 
+/** What a Lambda in a VPC needs to manage its network interfaces (AWSLambdaVPCAccessExecutionRole's actions). */
+export function vpcNetworkInterfacesStatement(): iam.PolicyStatement {
+  return new iam.PolicyStatement({
+    sid: "ManageVpcNetworkInterfaces",
+    actions: [
+      "ec2:CreateNetworkInterface",
+      "ec2:DescribeNetworkInterfaces",
+      "ec2:DescribeSubnets",
+      "ec2:DeleteNetworkInterface",
+      "ec2:AssignPrivateIpAddresses",
+      "ec2:UnassignPrivateIpAddresses",
+    ],
+    // Lambda creates the function's ENIs with this role before any ENI exists, and the Describe actions support
+    // no resource-level permissions: AWS's own AWSLambdaVPCAccessExecutionRole uses "*" here too.
+    resources: ["*"],
+  });
+}
+
+/** The cdk-nag acknowledgement that goes with vpcNetworkInterfacesStatement's "*". */
+export function acknowledgeVpcNetworkInterfaces(role: iam.Role): void {
+  Validations.of(role).acknowledge({
+    id: "AwsSolutions-IAM5[Resource::*]",
+    reason:
+      "EC2 network-interface actions for a VPC Lambda: Describe* support no resource-level permissions and " +
+      "Lambda manages the ENIs before their ARNs exist (same statement as AWSLambdaVPCAccessExecutionRole).",
+  });
+}
+
 /**
  * An execution role written out instead of the AWS managed policies (AWSLambdaBasicExecutionRole,
  * AWSLambdaVPCAccessExecutionRole), whose log permissions cover every log group in the account.
@@ -56,32 +84,10 @@ export function executionRole(
     description: `Outbox ${name.toLowerCase()} Lambda`,
     inlinePolicies: {
       logs: logsPolicy(group),
-      vpc: new iam.PolicyDocument({
-        statements: [
-          new iam.PolicyStatement({
-            sid: "ManageVpcNetworkInterfaces",
-            actions: [
-              "ec2:CreateNetworkInterface",
-              "ec2:DescribeNetworkInterfaces",
-              "ec2:DescribeSubnets",
-              "ec2:DeleteNetworkInterface",
-              "ec2:AssignPrivateIpAddresses",
-              "ec2:UnassignPrivateIpAddresses",
-            ],
-            // Lambda creates the function's ENIs with this role before any ENI exists, and the Describe actions
-            // support no resource-level permissions: AWS's own AWSLambdaVPCAccessExecutionRole uses "*" here too.
-            resources: ["*"],
-          }),
-        ],
-      }),
+      vpc: new iam.PolicyDocument({ statements: [vpcNetworkInterfacesStatement()] }),
     },
   });
-  Validations.of(role).acknowledge({
-    id: "AwsSolutions-IAM5[Resource::*]",
-    reason:
-      "EC2 network-interface actions for a VPC Lambda: Describe* support no resource-level permissions and " +
-      "Lambda manages the ENIs before their ARNs exist (same statement as AWSLambdaVPCAccessExecutionRole).",
-  });
+  acknowledgeVpcNetworkInterfaces(role);
   return { role, logGroup: group };
 }
 
