@@ -11,6 +11,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import { EventsError, FakeEventBridge } from "./fakeEventBridge.ts";
 
 const ACCOUNT = "000000000000";
 const REGION = "us-east-1";
@@ -122,6 +123,8 @@ export interface FakeSqs {
   /** Live fault settings; assign fields at any time or use setFaults/resetFaults. */
   readonly faults: Faults;
   readonly stats: FakeSqsStats;
+  /** The EventBridge side of this endpoint (`AWSEvents.*` requests): buses, rules to queues, entry faults. */
+  readonly events: FakeEventBridge;
   /** FIFO deduplication window; may be changed at runtime. */
   dedupWindowMs: number;
   setFaults(partial: Partial<Faults>): void;
@@ -801,6 +804,21 @@ class FakeSqsServer implements FakeSqs {
   private downMode: "reset" | "unavailable" | undefined;
   private counter = 0;
   private readonly server = createServer((req, res) => void this.handle(req, res));
+  readonly events = new FakeEventBridge((queueName, body, options) => {
+    this.sendMessage({
+      QueueUrl: this.queueUrl(queueName),
+      MessageBody: body,
+      MessageGroupId: options.groupId,
+      MessageDeduplicationId: options.groupId === undefined ? undefined : options.dedupId,
+      ...(options.traceHeader === undefined
+        ? {}
+        : {
+            MessageSystemAttributes: {
+              AWSTraceHeader: { DataType: "String", StringValue: options.traceHeader },
+            },
+          }),
+    });
+  });
 
   dedupWindowMs: number;
 
@@ -827,6 +845,7 @@ class FakeSqsServer implements FakeSqs {
 
   resetFaults(): void {
     Object.assign(this.faults, defaultFaults());
+    this.events.failEntry = false;
   }
 
   deliveries(queueName?: string): Delivery[] {
@@ -878,7 +897,8 @@ class FakeSqsServer implements FakeSqs {
       return; // the client went away mid-request
     }
     const target = req.headers["x-amz-target"];
-    const action = typeof target === "string" && target.startsWith("AmazonSQS.") ? target.slice(10) : "";
+    const service = typeof target === "string" ? /^(AmazonSQS|AWSEvents)\.(.*)$/.exec(target) : null;
+    const action = service?.[2] ?? "";
     try {
       const parsed: unknown = raw.length === 0 ? {} : JSON.parse(raw.toString("utf8"));
       if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
@@ -912,7 +932,10 @@ class FakeSqsServer implements FakeSqs {
       if (failure)
         throw new SqsError(failure.code, failure.message ?? `Injected ${failure.code}`, failure.status);
 
-      const output = await this.dispatch(action, input, res);
+      const output =
+        service?.[1] === "AWSEvents"
+          ? this.events.handle(action, input)
+          : await this.dispatch(action, input, res);
       const drop = faults.dropResponse;
       if (typeof drop === "function" ? drop(action, request) : drop) {
         this.stats.droppedResponses++;
@@ -923,7 +946,11 @@ class FakeSqsServer implements FakeSqs {
     } catch (error) {
       this.fail(
         res,
-        error instanceof SqsError ? error : new SqsError("InternalError", `Fake SQS bug: ${String(error)}`),
+        error instanceof SqsError
+          ? error
+          : error instanceof EventsError
+            ? new SqsError(error.code, error.message, error.status)
+            : new SqsError("InternalError", `Fake SQS bug: ${String(error)}`),
       );
     }
   }

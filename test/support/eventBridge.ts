@@ -1,0 +1,77 @@
+import { randomBytes } from "node:crypto";
+import {
+  CreateEventBusCommand,
+  EventBridgeClient,
+  PutRuleCommand,
+  PutTargetsCommand,
+} from "@aws-sdk/client-eventbridge";
+import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { inject } from "vitest";
+import type { ClaimedRow } from "../../functions/shared/sql/claimBatch.ts";
+import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
+
+export function eventBridgeClient(endpoint = inject("awsEndpoint"), maxAttempts = 3): EventBridgeClient {
+  return new EventBridgeClient({ ...LOCAL_AWS, endpoint, maxAttempts });
+}
+
+export interface BusToQueue {
+  busName: string;
+  queueUrl: string;
+}
+
+/**
+ * A bus with one rule (events of `source`) targeting a standard queue: how a test reads published events back,
+ * as a consumer of a real bus would.
+ */
+export async function createBusToQueue(
+  events: EventBridgeClient,
+  sqs: SQSClient,
+  source: string,
+  prefix = "outbox-test",
+): Promise<BusToQueue> {
+  const suffix = randomBytes(4).toString("hex");
+  const busName = `${prefix}-${suffix}`;
+  await events.send(new CreateEventBusCommand({ Name: busName }));
+  const { QueueUrl } = await sqs.send(
+    new CreateQueueCommand({ QueueName: `${prefix}-${suffix}`, Attributes: { VisibilityTimeout: "60" } }),
+  );
+  if (QueueUrl === undefined) throw new Error("CreateQueue returned no QueueUrl");
+  const { Attributes } = await sqs.send(
+    new GetQueueAttributesCommand({ QueueUrl, AttributeNames: ["QueueArn"] }),
+  );
+  const ruleName = `to-queue-${suffix}`;
+  await events.send(
+    new PutRuleCommand({
+      Name: ruleName,
+      EventBusName: busName,
+      EventPattern: JSON.stringify({ source: [source] }),
+    }),
+  );
+  await events.send(
+    new PutTargetsCommand({
+      Rule: ruleName,
+      EventBusName: busName,
+      Targets: [{ Id: "queue", Arn: Attributes?.QueueArn }],
+    }),
+  );
+  return { busName, queueUrl: QueueUrl };
+}
+
+let seq = 0;
+
+/** A claimed row as the relay sees it, for destination-level tests that need no database. */
+export function aClaimedRow(overrides: Partial<ClaimedRow> = {}): ClaimedRow {
+  seq += 1;
+  return {
+    id: `00000000-0000-4000-8000-${String(seq).padStart(12, "0")}`,
+    seq: String(seq),
+    aggregate_type: "order",
+    aggregate_id: `order-${randomBytes(3).toString("hex")}`,
+    event_type: "order.created",
+    payload: `{"n": ${seq}, "total": 4200}`,
+    headers: {},
+    attempts: 0,
+    created_at: new Date("2026-12-01T10:00:00.000Z"),
+    ...overrides,
+  };
+}
