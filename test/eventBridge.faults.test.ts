@@ -8,7 +8,6 @@ import {
 import { PurgeQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { eventBridgeDestination } from "../functions/shared/destinations/eventBridge.ts";
-import { ValidationError } from "../functions/shared/errors.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { aClaimedRow, createBusToQueue } from "./support/eventBridge.ts";
@@ -48,7 +47,7 @@ function batchOf(count: number, overrides = {}) {
   const target = destination();
   return Array.from({ length: count }, () => {
     const event = target.prepare(aClaimedRow(overrides));
-    if (event instanceof ValidationError) throw event;
+    if (typeof event === "string") throw new Error(event);
     return event;
   });
 }

@@ -1,4 +1,3 @@
-import type { ValidationError } from "../errors.ts";
 import type { PublishResult } from "../publisher.ts";
 import type { ClaimedRow } from "../sql/claimBatch.ts";
 
@@ -24,8 +23,11 @@ export interface Destination<Message = unknown> {
   readonly maxBatchEntries: number;
   /** Sum of the entries' `size` one request may carry. */
   readonly maxBatchBytes: number;
-  /** The message for one row, or why this row can never be sent (a permanent rejection). */
-  prepare(row: ClaimedRow): Prepared<Message> | ValidationError;
+  /**
+   * The message for one row, or why this row can never be sent (a permanent rejection). Never throws: one
+   * malformed row is dead-lettered on its own and never fails the round.
+   */
+  prepare(row: ClaimedRow): Prepared<Message> | string;
   /**
    * Sends one request and returns one result per entry, in the batch's order. Never throws for a failed send:
    * every failure is classified (`rejected` when the message is at fault, `unsent` when it is not).

@@ -84,19 +84,30 @@ export function checkSource(source: string): void {
   }
 }
 
-/** Builds the PutEvents entry, refusing rows EventBridge would reject (too long an event type, too big). */
+/**
+ * Builds the PutEvents entry, refusing rows EventBridge would reject (too long an event type, too big an
+ * event). Returns the reason as text for any row it cannot turn into an event, whatever was thrown.
+ */
 export function prepareEvent(
   row: ClaimedRow,
   options: EventBridgeOptions,
-): Prepared<PutEventsRequestEntry> | ValidationError {
+): Prepared<PutEventsRequestEntry> | string {
+  try {
+    return buildEvent(row, options);
+  } catch (error) {
+    if (error instanceof ValidationError) return error.message;
+    return `cannot build the event: ${errorMessage(error)}`;
+  }
+}
+
+function buildEvent(row: ClaimedRow, options: EventBridgeOptions): Prepared<PutEventsRequestEntry> {
   if (row.event_type.length === 0 || row.event_type.length > EVENTBRIDGE_MAX_DETAIL_TYPE_LENGTH) {
-    return new ValidationError(
+    throw new ValidationError(
       "event_type",
       `is ${row.event_type.length} characters; it becomes the EventBridge detail-type, which takes 1-${EVENTBRIDGE_MAX_DETAIL_TYPE_LENGTH}`,
     );
   }
   const headers = stringHeaders(row.headers);
-  if (headers instanceof ValidationError) return headers;
   const detail = detailEnvelope(row, headers);
   const size =
     TIME_BYTES +
@@ -104,7 +115,7 @@ export function prepareEvent(
     Buffer.byteLength(row.event_type) +
     Buffer.byteLength(detail);
   if (size > EVENTBRIDGE_MAX_REQUEST_BYTES) {
-    return new ValidationError(
+    throw new ValidationError(
       "payload",
       `event is ${size} bytes as EventBridge counts it (source, detail-type, detail with the envelope, time), over the limit of ${EVENTBRIDGE_MAX_REQUEST_BYTES}`,
     );
@@ -142,15 +153,18 @@ export function detailEnvelope(row: ClaimedRow, headers: Record<string, string>)
   return `${JSON.stringify(fields).slice(0, -1)},"payload":${compactJsonbText(row.payload)}}`;
 }
 
-function stringHeaders(headers: Record<string, unknown> | null): Record<string, string> | ValidationError {
-  const result: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers ?? {})) {
-    if (typeof value !== "string") {
-      return new ValidationError(`headers.${name}`, `must be a string, got ${typeof value}`);
-    }
-    result[name] = value;
+/** Headers go into the detail as they are; they must be an object of strings (the write API checks it too). */
+function stringHeaders(headers: unknown): Record<string, string> {
+  if (headers === null || headers === undefined) return {};
+  if (typeof headers !== "object" || Array.isArray(headers)) {
+    throw new ValidationError("headers", "must be an object of string values");
   }
-  return result;
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value !== "string") {
+      throw new ValidationError(`headers.${name}`, `must be a string, got ${typeof value}`);
+    }
+  }
+  return headers as Record<string, string>;
 }
 
 const W3C_TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{8})([0-9a-f]{24})-([0-9a-f]{16})-([0-9a-f]{2})$/;

@@ -1,0 +1,91 @@
+import { optionalString } from "../env.ts";
+import { ConfigError, ValidationError } from "../errors.ts";
+import { checkSource, DEFAULT_EVENT_SOURCE } from "./eventBridge.ts";
+
+/** Where one relay (one outbox table) publishes: exactly one SQS FIFO queue or one EventBridge bus. */
+export type DestinationSetting =
+  | { kind: "sqs-fifo"; queueUrl: string }
+  | { kind: "eventbridge"; eventBusName: string; source: string };
+
+type Env = Record<string, string | undefined>;
+
+/** A bus name (letters, digits, `.`, `-`, `_`, `/`; 1-256) or a bus ARN, e.g. another account's bus. */
+const BUS_NAME = /^[/.\-_A-Za-z0-9]{1,256}$/;
+const BUS_ARN = /^arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus\/[/.\-_A-Za-z0-9]{1,256}$/;
+const QUEUE_URL = /^https?:\/\/[^/\s]+\/\S+$/;
+
+/**
+ * Reads the destination: `OUTBOX_QUEUE_URL` (SQS FIFO) or `OUTBOX_EVENT_BUS_NAME` (EventBridge, with the
+ * optional `OUTBOX_EVENT_SOURCE`). Exactly one of the two must be set: both is ambiguous and neither publishes
+ * nowhere, so each is a configuration error that names them, at cold start.
+ */
+export function destinationSettingFromEnv(env: Env): DestinationSetting {
+  const queueUrl = optionalString(env, "OUTBOX_QUEUE_URL");
+  const eventBusName = optionalString(env, "OUTBOX_EVENT_BUS_NAME");
+  const source = optionalString(env, "OUTBOX_EVENT_SOURCE");
+  if (queueUrl !== undefined && eventBusName !== undefined) {
+    throw new ConfigError(
+      "OUTBOX_QUEUE_URL and OUTBOX_EVENT_BUS_NAME are both set; set exactly one: the SQS FIFO queue or the " +
+        "EventBridge bus this relay publishes to",
+    );
+  }
+  if (queueUrl === undefined && eventBusName === undefined) {
+    throw new ConfigError(
+      "neither OUTBOX_QUEUE_URL nor OUTBOX_EVENT_BUS_NAME is set; set exactly one: the SQS FIFO queue or the " +
+        "EventBridge bus this relay publishes to",
+    );
+  }
+  if (eventBusName !== undefined) {
+    return eventBridgeSetting(
+      eventBusName,
+      source ?? DEFAULT_EVENT_SOURCE,
+      "OUTBOX_EVENT_BUS_NAME",
+      "OUTBOX_EVENT_SOURCE",
+    );
+  }
+  if (source !== undefined) {
+    throw new ConfigError(
+      "OUTBOX_EVENT_SOURCE applies only to an EventBridge bus (OUTBOX_EVENT_BUS_NAME); unset it",
+    );
+  }
+  return sqsFifoSetting(queueUrl as string, "OUTBOX_QUEUE_URL");
+}
+
+export function sqsFifoSetting(queueUrl: string, name = "queueUrl"): DestinationSetting {
+  if (!QUEUE_URL.test(queueUrl)) {
+    throw new ConfigError(
+      `${name} must be an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>.fifo), got ${JSON.stringify(queueUrl)}`,
+    );
+  }
+  return { kind: "sqs-fifo", queueUrl };
+}
+
+export function eventBridgeSetting(
+  eventBusName: string,
+  source: string = DEFAULT_EVENT_SOURCE,
+  busVariable = "eventBusName",
+  sourceVariable = "source",
+): DestinationSetting {
+  if (!BUS_NAME.test(eventBusName) && !BUS_ARN.test(eventBusName)) {
+    throw new ConfigError(
+      `${busVariable} must be an event bus name (1-256 of letters, digits, . - _ /) or an event bus ARN ` +
+        `(arn:aws:events:<region>:<account>:event-bus/<name>), got ${JSON.stringify(eventBusName)}`,
+    );
+  }
+  try {
+    checkSource(source);
+  } catch (error) {
+    if (error instanceof ValidationError) {
+      throw new ConfigError(`${sourceVariable}: ${error.message.replace(/^source: /, "")}`, { cause: error });
+    }
+    throw error;
+  }
+  return { kind: "eventbridge", eventBusName, source };
+}
+
+/** For logs and error messages: the queue URL or the bus. */
+export function describeDestination(setting: DestinationSetting): string {
+  return setting.kind === "sqs-fifo"
+    ? `SQS queue ${setting.queueUrl}`
+    : `EventBridge bus ${setting.eventBusName}`;
+}
