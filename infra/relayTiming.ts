@@ -94,7 +94,6 @@ export function relayTiming(input: RelayTimingInput): RelayTiming {
   }
   const reserveMs = roundReserveMs({
     ...DEFAULT_RELAY_OPTIONS,
-    queueUrl: "",
     publishTimeoutMs,
     statementTimeoutMs,
   });

@@ -21,7 +21,7 @@ import { checkMaxDuration } from "../functions/shared/relayInvocation.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
-import { testRelayOptions } from "./support/relay.ts";
+import { queueDestination, testRelayOptions } from "./support/relay.ts";
 import { createFifoQueue, sqsClient } from "./support/sqs.ts";
 import { startStallingTcpProxy } from "./support/tcpProxy.ts";
 
@@ -317,7 +317,10 @@ describe("the relay on a connection that goes silent", () => {
       const ids = (await enqueue(db.pool, [anEvent(), anEvent()])).map((row) => row.id);
       proxy.stall();
 
-      const summary = await runRelay({ pool, sqs, deadline: Date.now() + 30_000 }, options);
+      const summary = await runRelay(
+        { pool, destination: queueDestination(sqs, options), deadline: Date.now() + 30_000 },
+        options,
+      );
 
       expect(summary).toMatchObject({ failedRounds: 1, published: 2, stoppedBy: "drained" });
       expect(summary.lastError).toMatch(/DatabaseTimeoutError: the database did not answer in time/);

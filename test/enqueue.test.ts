@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import { enqueue, type OutboxEvent } from "../functions/shared/enqueue.ts";
 import { ConfigError, ValidationError } from "../functions/shared/errors.ts";
 import { jsonbBodySize } from "../functions/shared/jsonbSize.ts";
+import { compactJsonbText } from "../functions/shared/jsonbText.ts";
 import { migrate } from "../functions/shared/migrate.ts";
-import { compactJsonbText } from "../functions/shared/publisher.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 

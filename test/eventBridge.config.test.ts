@@ -8,7 +8,11 @@ describe("destination setting (OUTBOX_QUEUE_URL or OUTBOX_EVENT_BUS_NAME)", () =
     expect(destinationSettingFromEnv({ OUTBOX_QUEUE_URL: QUEUE })).toEqual({
       kind: "sqs-fifo",
       queueUrl: QUEUE,
+      maxMessageBytes: 1_048_576,
     });
+    expect(
+      destinationSettingFromEnv({ OUTBOX_QUEUE_URL: QUEUE, RELAY_MAX_MESSAGE_BYTES: "262144" }),
+    ).toMatchObject({ maxMessageBytes: 262_144 });
   });
 
   it("takes a bus name or a bus ARN as an EventBridge destination, with the default or configured source", () => {
@@ -46,6 +50,9 @@ describe("destination setting (OUTBOX_QUEUE_URL or OUTBOX_EVENT_BUS_NAME)", () =
     expect(() => destinationSettingFromEnv({ OUTBOX_QUEUE_URL: QUEUE, OUTBOX_EVENT_SOURCE: "x" })).toThrow(
       /OUTBOX_EVENT_SOURCE applies only to an EventBridge bus/,
     );
+    expect(() =>
+      destinationSettingFromEnv({ OUTBOX_EVENT_BUS_NAME: "orders", RELAY_MAX_MESSAGE_BYTES: "262144" }),
+    ).toThrow(/RELAY_MAX_MESSAGE_BYTES applies only to an SQS queue/);
     expect(() => destinationSettingFromEnv({ OUTBOX_QUEUE_URL: "orders.fifo" })).toThrow(
       /OUTBOX_QUEUE_URL must be an SQS queue URL/,
     );

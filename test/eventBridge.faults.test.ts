@@ -10,7 +10,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { eventBridgeDestination } from "../functions/shared/destinations/eventBridge.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
-import { aClaimedRow, createBusToQueue } from "./support/eventBridge.ts";
+import { aLoadedRow, createBusToQueue } from "./support/eventBridge.ts";
 import { receiveAll } from "./support/sqs.ts";
 
 const SOURCE = "com.example.orders";
@@ -46,7 +46,7 @@ function destination() {
 function batchOf(count: number, overrides = {}) {
   const target = destination();
   return Array.from({ length: count }, () => {
-    const event = target.prepare(aClaimedRow(overrides));
+    const event = target.prepare(aLoadedRow(overrides));
     if (typeof event === "string") throw new Error(event);
     return event;
   });

@@ -6,7 +6,7 @@ import {
   eventBridgeDestination,
   xrayTraceHeader,
 } from "../functions/shared/destinations/eventBridge.ts";
-import { aClaimedRow, createBusToQueue, eventBridgeClient } from "./support/eventBridge.ts";
+import { aLoadedRow, createBusToQueue, eventBridgeClient } from "./support/eventBridge.ts";
 import { receiveAll, sqsClient } from "./support/sqs.ts";
 
 const SOURCE = "com.example.orders";
@@ -22,7 +22,7 @@ afterAll(() => {
   sqs.destroy();
 });
 
-function prepared(destination: ReturnType<typeof eventBridgeDestination>, row = aClaimedRow()) {
+function prepared(destination: ReturnType<typeof eventBridgeDestination>, row = aLoadedRow()) {
   const result = destination.prepare(row);
   if (typeof result === "string") throw new Error(result);
   return result;
@@ -33,9 +33,9 @@ describe("EventBridge destination against the emulator (bus -> rule -> queue)", 
     const { busName, queueUrl } = await createBusToQueue(events, sqs, SOURCE, "eb-envelope");
     const destination = eventBridgeDestination(events, { eventBusName: busName, source: SOURCE });
     const rows = [
-      aClaimedRow({ payload: `{"big": 12345678901234567890, "list": [1, 2]}`, headers: { tenant: "t-1" } }),
-      aClaimedRow({ event_type: "order.paid", payload: "[1, 2, 3]" }),
-      aClaimedRow({ event_type: "order.noted", payload: `"just a string"` }),
+      aLoadedRow({ payload: `{"big": 12345678901234567890, "list": [1, 2]}`, headers: { tenant: "t-1" } }),
+      aLoadedRow({ event_type: "order.paid", payload: "[1, 2, 3]" }),
+      aLoadedRow({ event_type: "order.noted", payload: `"just a string"` }),
     ];
 
     const results = await destination.send(rows.map((row) => prepared(destination, row)));
@@ -67,7 +67,7 @@ describe("EventBridge destination against the emulator (bus -> rule -> queue)", 
 
   it("sends the payload's text unchanged inside the detail, so big numbers keep every digit", () => {
     const destination = eventBridgeDestination(events, { eventBusName: "bus", source: SOURCE });
-    const event = prepared(destination, aClaimedRow({ payload: `{"big": 12345678901234567890}` }));
+    const event = prepared(destination, aLoadedRow({ payload: `{"big": 12345678901234567890}` }));
     expect(event.message.Detail).toMatch(/"payload":\{"big":12345678901234567890\}\}$/);
     expect(event.message).toMatchObject({ Source: SOURCE, DetailType: "order.created", EventBusName: "bus" });
   });
@@ -83,23 +83,27 @@ describe("EventBridge destination against the emulator (bus -> rule -> queue)", 
     expect(event.size).toBe(expected);
 
     const huge = destination.prepare(
-      aClaimedRow({ payload: `"${"x".repeat(EVENTBRIDGE_MAX_REQUEST_BYTES)}"` }),
+      aLoadedRow({ payload: `"${"x".repeat(EVENTBRIDGE_MAX_REQUEST_BYTES)}"` }),
     );
     expect(huge).toMatch(/payload: event is \d+ bytes .* over the limit of 1048575/);
   });
 
   it("refuses an event type longer than a detail-type may be (128 characters)", () => {
     const destination = eventBridgeDestination(events, { eventBusName: "bus", source: SOURCE });
-    const result = destination.prepare(aClaimedRow({ event_type: "e".repeat(129) }));
+    const result = destination.prepare(aLoadedRow({ event_type: "e".repeat(129) }));
     expect(result).toMatch(/event_type: is 129 characters.*1-128/);
-    expect(typeof destination.prepare(aClaimedRow({ event_type: "e".repeat(128) }))).toBe("object");
+    expect(typeof destination.prepare(aLoadedRow({ event_type: "e".repeat(128) }))).toBe("object");
   });
 
   it("dead-letters, rather than throws on, a row it cannot build (headers not strings, an invalid date)", () => {
     const destination = eventBridgeDestination(events, { eventBusName: "bus", source: SOURCE });
-    expect(destination.prepare(aClaimedRow({ headers: { n: 1 } }))).toMatch(/headers.n: must be a string/);
-    expect(destination.prepare(aClaimedRow({ created_at: new Date(Number.NaN) }))).toMatch(
-      /cannot build the event: RangeError/,
+    expect(destination.prepare(aLoadedRow({ created_at: Number.POSITIVE_INFINITY }))).toMatch(
+      /created_at: is Infinity/,
+    );
+    expect(destination.prepare(aLoadedRow({ headers: "x" }))).toMatch(/headers: must be an object/);
+    expect(destination.prepare(aLoadedRow({ headers: { n: 1 } }))).toMatch(/headers.n: must be a string/);
+    expect(destination.prepare(aLoadedRow({ created_at: new Date(Number.NaN) }))).toMatch(
+      /created_at: is beyond the range of a JavaScript Date/,
     );
   });
 

@@ -6,7 +6,7 @@ import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { waitFor } from "./chaos/support/waitFor.ts";
 import { type CommittedEvent, checkCommitOrder } from "./support/commitOrder.ts";
 import { type TestDatabase, useTestDatabase } from "./support/db.ts";
-import { drain, testRelayOptions } from "./support/relay.ts";
+import { drain, queueDestination, testRelayOptions } from "./support/relay.ts";
 import { openSession, type Session, waitsOnLock } from "./support/sessions.ts";
 import { createFifoQueue } from "./support/sqs.ts";
 
@@ -55,7 +55,12 @@ async function runScenario(db: TestDatabase): Promise<ScenarioResult> {
   const queueName = queueUrl.split("/").pop() as string;
   const stopRelay = new AbortController();
   const relay = runRelay(
-    { pool: db.pool, sqs, deadline: Date.now() + 120_000, signal: stopRelay.signal },
+    {
+      pool: db.pool,
+      destination: queueDestination(sqs, { queueUrl }),
+      deadline: Date.now() + 120_000,
+      signal: stopRelay.signal,
+    },
     testRelayOptions(queueUrl, { mode: "dwell", parallelRounds: 2, idlePollMinMs: 1, idlePollMaxMs: 20 }),
   );
   const observer = await openSession(db.url);

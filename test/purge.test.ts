@@ -17,7 +17,7 @@ import { purgePublished, purgeStatements } from "../functions/shared/sql/purgePu
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
-import { drain, testRelayOptions } from "./support/relay.ts";
+import { drain, queueDestination, testRelayOptions } from "./support/relay.ts";
 import { createFifoQueue } from "./support/sqs.ts";
 
 const db = useTestDatabase();
@@ -362,7 +362,7 @@ describe("a backlog of 100,000 published rows", () => {
     const relaySummary: RelaySummary = await runRelay(
       {
         pool: db.pool,
-        sqs,
+        destination: queueDestination(sqs, { queueUrl }),
         deadline: longDeadline(),
         onRound: () => {
           roundsEnded.push(performance.now());

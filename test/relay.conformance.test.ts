@@ -4,7 +4,7 @@ import { enqueue } from "../functions/shared/enqueue.ts";
 import { runRelay } from "../functions/shared/relay.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
-import { drain, testRelayOptions } from "./support/relay.ts";
+import { drain, queueDestination, testRelayOptions } from "./support/relay.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "./support/sqs.ts";
 
 const db = useTestDatabase();
@@ -185,7 +185,10 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
     });
     const deadline = Date.now() + 3_000;
 
-    const summary = await runRelay({ pool: db.pool, sqs, deadline }, options);
+    const summary = await runRelay(
+      { pool: db.pool, destination: queueDestination(sqs, options), deadline },
+      options,
+    );
 
     expect(Date.now()).toBeLessThanOrEqual(deadline);
     expect(summary.stoppedBy).toBe("deadline");
@@ -206,7 +209,11 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
     const [event] = await enqueue(db.pool, [anEvent()]);
 
     const summary = await runRelay(
-      { pool: db.pool, sqs, deadline: Date.now() + 1_000 },
+      {
+        pool: db.pool,
+        destination: queueDestination(sqs, { queueUrl: queue }),
+        deadline: Date.now() + 1_000,
+      },
       testRelayOptions(queue),
     );
 

@@ -8,7 +8,7 @@ import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { checkLedger } from "./support/ledger.ts";
-import { drain, drainUntilEmpty, testRelayOptions } from "./support/relay.ts";
+import { drain, drainUntilEmpty, queueDestination, testRelayOptions } from "./support/relay.ts";
 import { createFifoQueue } from "./support/sqs.ts";
 
 const db = useTestDatabase();
@@ -130,7 +130,12 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     const logger = { info: record("info"), warn: record("warn"), error: record("error") };
 
     const summary = await runRelay(
-      { pool: db.pool, sqs, deadline: Date.now() + 30_000, logger },
+      {
+        pool: db.pool,
+        destination: queueDestination(sqs, { queueUrl: queue }),
+        deadline: Date.now() + 30_000,
+        logger,
+      },
       testRelayOptions(queue, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
     );
 
@@ -310,7 +315,10 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     await Promise.all(
       Array.from({ length: 4 }, async () => {
         for (;;) {
-          const summary = await runRelay({ pool: db.pool, sqs, deadline: Date.now() + 30_000 }, options);
+          const summary = await runRelay(
+            { pool: db.pool, destination: queueDestination(sqs, options), deadline: Date.now() + 30_000 },
+            options,
+          );
           const { pending } = await rowStates();
           if (pending === 0) return summary;
         }
@@ -357,7 +365,10 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       },
     };
 
-    await runRelay({ pool: countingPool, sqs, deadline: Date.now() + 30_000 }, options);
+    await runRelay(
+      { pool: countingPool, destination: queueDestination(sqs, options), deadline: Date.now() + 30_000 },
+      options,
+    );
     await drainUntilEmpty(db.pool, sqs, options);
 
     const ledger = checkLedger(written, fake.deliveries(queueName(queue)));

@@ -4,7 +4,7 @@ import { listenForOutboxInserts } from "../functions/shared/notify.ts";
 import { type RoundReport, runRelay } from "../functions/shared/relay.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
-import { testRelayOptions } from "./support/relay.ts";
+import { queueDestination, testRelayOptions } from "./support/relay.ts";
 import { createFifoQueue, sqsClient } from "./support/sqs.ts";
 
 const db = useTestDatabase();
@@ -47,7 +47,14 @@ describe("LISTEN/NOTIFY wake-up (opt-in)", () => {
       }
     };
     const relay = runRelay(
-      { pool: db.pool, sqs, deadline: Date.now() + 30_000, wakeUp, onRound, signal: controller.signal },
+      {
+        pool: db.pool,
+        destination: queueDestination(sqs, options),
+        deadline: Date.now() + 30_000,
+        wakeUp,
+        onRound,
+        signal: controller.signal,
+      },
       options,
     );
 

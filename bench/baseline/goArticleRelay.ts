@@ -1,6 +1,6 @@
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
-import { compactJsonbText } from "../../functions/shared/publisher.ts";
+import { compactJsonbText } from "../../functions/shared/jsonbText.ts";
 import { messageAttributes } from "../../functions/shared/sqsMessage.ts";
 
 interface OutboxRow {

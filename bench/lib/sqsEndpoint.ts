@@ -10,7 +10,7 @@ export interface BenchSqsEndpoint {
   url: string;
   /** Added before every request is answered (typical in-region SQS: ~20 ms). */
   setLatency(ms: number): Promise<void>;
-  /** Accepted sends since the last call (and forgets them), duplicates included. */
+  /** Accepted sends and EventBridge events since the last call (and forgets them), duplicates included. */
   takeDeliveries(): Promise<AcceptedSend[]>;
   /** CPU time the endpoint's thread has used, ms. */
   cpuMs(): Promise<number>;

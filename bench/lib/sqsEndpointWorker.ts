@@ -13,10 +13,16 @@ port.on("message", (request: EndpointRequest) => {
     const usage = process.threadCpuUsage();
     reply.cpuMs = (usage.user + usage.system) / 1000;
   } else {
-    reply.deliveries = fake
-      .deliveries()
-      .map((delivery) => ({ dedupId: delivery.dedupId ?? "", at: delivery.at }));
+    // SQS sends carry the outbox id as their dedup id; EventBridge events carry it in the detail's envelope.
+    reply.deliveries = [
+      ...fake.deliveries().map((delivery) => ({ dedupId: delivery.dedupId ?? "", at: delivery.at })),
+      ...fake.events.events().map((event) => ({
+        dedupId: String((JSON.parse(event.detail) as { outboxId?: unknown }).outboxId ?? ""),
+        at: event.at,
+      })),
+    ];
     fake.clearDeliveries();
+    fake.events.clearEvents();
   }
   port.postMessage(reply);
 });

@@ -1,4 +1,5 @@
 import pg from "pg";
+import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
 import { listenForOutboxInserts } from "../../functions/shared/notify.ts";
 import {
   DEFAULT_RELAY_OPTIONS,
@@ -59,16 +60,17 @@ export async function measureLatency(
   // The relay's own small pool, as in the Lambda (2 sessions, plus the LISTEN one).
   const relayPool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
   relayPool.on("error", () => {});
-  const options: RelayOptions = { ...DEFAULT_RELAY_OPTIONS, mode: "dwell", queueUrl: "" };
+  const options: RelayOptions = { ...DEFAULT_RELAY_OPTIONS, mode: "dwell" };
   const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
   const stop = new AbortController();
   try {
-    options.queueUrl = await createBenchQueue(sqs, notify ? "latency-notify" : "latency-poll");
+    const queueUrl = await createBenchQueue(sqs, notify ? "latency-notify" : "latency-poll");
+    const destination = sqsFifoDestination(sqs, { queueUrl });
     await endpoint.takeDeliveries();
     const wakeUp = notify ? await listenForOutboxInserts(relayPool) : undefined;
     const deadline = Date.now() + load.durationMs + roundReserveMs(options) + ALL_DELIVERED_TIMEOUT_MS;
     const relay = runRelay(
-      { pool: relayPool, sqs, deadline, signal: stop.signal, ...(wakeUp ? { wakeUp } : {}) },
+      { pool: relayPool, destination, deadline, signal: stop.signal, ...(wakeUp ? { wakeUp } : {}) },
       options,
     ).finally(() => wakeUp?.close());
     const produced = await produceSteadily(producerPool, load);

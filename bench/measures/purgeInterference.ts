@@ -1,4 +1,5 @@
 import pg from "pg";
+import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
 import { DEFAULT_PURGE_OPTIONS, type PurgeSummary, runPurge } from "../../functions/shared/purge.ts";
 import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay.ts";
 import { type BacklogShape, resetOutbox, seedBacklog, seedPublished } from "../lib/benchDatabase.ts";
@@ -125,16 +126,16 @@ async function relayDrain(
 ): Promise<Drain> {
   const relayPool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
   relayPool.on("error", () => {});
-  const options: RelayOptions = { ...DEFAULT_RELAY_OPTIONS, mode: "drain", queueUrl: "" };
+  const options: RelayOptions = { ...DEFAULT_RELAY_OPTIONS, mode: "drain" };
   const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
   try {
-    options.queueUrl = await createBenchQueue(sqs, "purge");
+    const destination = sqsFifoDestination(sqs, { queueUrl: await createBenchQueue(sqs, "purge") });
     const rounds: { at: number; published: number }[] = [];
     const onRound = (report: { published: number }) =>
       rounds.push({ at: performance.now(), published: report.published });
     const started = performance.now();
     const { result: summary, cpu } = await meter.measure(() =>
-      runRelay({ pool: relayPool, sqs, deadline: Date.now() + 300_000, onRound }, options),
+      runRelay({ pool: relayPool, destination, deadline: Date.now() + 300_000, onRound }, options),
     );
     const ended = performance.now();
     await endpoint.takeDeliveries();

@@ -1,6 +1,11 @@
 import { availableParallelism } from "node:os";
+import { CreateEventBusCommand, EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import type pg from "pg";
+import type { Destination } from "../../functions/shared/destinations/destination.ts";
+import { eventBridgeDestination } from "../../functions/shared/destinations/eventBridge.ts";
+import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
 import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay.ts";
+import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import type { CpuMeter, CpuReading } from "../lib/cpuMeter.ts";
 import { type PhaseTotals, profiledPool } from "../lib/roundProfile.ts";
@@ -16,6 +21,8 @@ export interface RelayTuning {
    * design (an aggregate's head is claimed by one loop; its successors are not heads until it is published).
    */
   loops?: number;
+  /** Where the relay publishes: an SQS FIFO queue (default) or an EventBridge bus, both on the same endpoint. */
+  destination?: Destination["kind"];
 }
 
 export interface RelayRun {
@@ -50,14 +57,26 @@ export async function measureRelay(
     batchSize: tuning.batchSize,
     concurrency: tuning.concurrency,
     mode: "drain",
-    queueUrl: "",
   };
   const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
+  const events = new EventBridgeClient({
+    ...LOCAL_AWS,
+    endpoint: endpoint.url,
+    maxAttempts: 3,
+    requestHandler: { connectionTimeout: 3_000, requestTimeout: options.publishTimeoutMs },
+  });
   try {
-    options.queueUrl = await createBenchQueue(sqs, `relay-${tuning.batchSize}x${tuning.concurrency}`);
+    const label = `relay-${tuning.batchSize}x${tuning.concurrency}`;
+    let destination: Destination;
+    if (tuning.destination === "eventbridge") {
+      await events.send(new CreateEventBusCommand({ Name: label }));
+      destination = eventBridgeDestination(events, { eventBusName: label, source: "bench" });
+    } else {
+      destination = sqsFifoDestination(sqs, { queueUrl: await createBenchQueue(sqs, label) });
+    }
     await endpoint.takeDeliveries();
     const profiled = profiledPool(pool);
-    const deps = { pool: profiled.pool, sqs, deadline: Date.now() + 600_000 };
+    const deps = { pool: profiled.pool, destination, deadline: Date.now() + 600_000 };
     const { result: summaries, cpu } = await meter.measure(() =>
       Promise.all(Array.from({ length: tuning.loops ?? 1 }, () => runRelay(deps, options))),
     );
@@ -81,5 +100,6 @@ export async function measureRelay(
     };
   } finally {
     sqs.destroy();
+    events.destroy();
   }
 }

@@ -1,9 +1,8 @@
-import { SQSClient } from "@aws-sdk/client-sqs";
 import { Command, Option } from "commander";
 import { queryTimeoutFor } from "../../functions/shared/connection.ts";
+import { createDestination } from "../../functions/shared/destinations/create.ts";
 import { errorMessage } from "../../functions/shared/errors.ts";
 import { listenForOutboxInserts } from "../../functions/shared/notify.ts";
-import { checkQueue } from "../../functions/shared/queueCheck.ts";
 import { type RelaySummary, roundReserveMs, runRelay } from "../../functions/shared/relay.ts";
 import { type RelayConfig, relayConfigFromEnv } from "../../functions/shared/relayConfig.ts";
 import { openOutboxDatabase } from "../database.ts";
@@ -21,6 +20,8 @@ import { escapeControl, print, printJson } from "../output.ts";
 
 interface RelayFlags extends ConnectionFlags {
   queueUrl?: string;
+  eventBus?: string;
+  eventSource?: string;
   endpointUrl?: string;
   drain?: boolean;
   batchSize?: number;
@@ -52,8 +53,17 @@ export function relayCommand(): Command {
     )
     .option("--queue-url <url>", "the SQS FIFO queue (env OUTBOX_QUEUE_URL)")
     .option(
+      "--event-bus <name|arn>",
+      "publish to this EventBridge bus instead of a queue (env OUTBOX_EVENT_BUS_NAME)",
+    )
+    .option(
+      "--event-source <source>",
+      "the events' source on the bus (env OUTBOX_EVENT_SOURCE, default outbox-relay)",
+    )
+    .option(
       "--endpoint-url <url>",
-      "SQS endpoint, e.g. LocalStack or moto (env AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL)",
+      "SQS or EventBridge endpoint, e.g. LocalStack or moto (env AWS_ENDPOINT_URL_SQS / " +
+        "AWS_ENDPOINT_URL_EVENTBRIDGE, AWS_ENDPOINT_URL)",
     )
     .option(
       "--drain",
@@ -66,7 +76,7 @@ export function relayCommand(): Command {
     )
     .option(
       "--concurrency <n>",
-      "SendMessageBatch requests in flight (env RELAY_CONCURRENCY, default 10)",
+      "SendMessageBatch / PutEvents requests in flight (env RELAY_CONCURRENCY, default 10)",
       integerIn(1, 100),
     )
     .option(
@@ -90,9 +100,16 @@ export function relayCommand(): Command {
     .option("--json", "print the final summary as JSON")
     .action(async (flags: RelayFlags) => {
       const env = relayEnv(flags);
-      checkQueueUrl(env.OUTBOX_QUEUE_URL);
+      if (env.OUTBOX_EVENT_BUS_NAME === undefined || env.OUTBOX_EVENT_BUS_NAME.trim() === "") {
+        checkQueueUrl(env.OUTBOX_QUEUE_URL);
+      }
       const config = relayConfigFromEnv(env);
-      const endpoint = flags.endpointUrl ?? env.AWS_ENDPOINT_URL_SQS ?? env.AWS_ENDPOINT_URL;
+      const endpoint =
+        flags.endpointUrl ??
+        (config.destination.kind === "eventbridge"
+          ? env.AWS_ENDPOINT_URL_EVENTBRIDGE
+          : env.AWS_ENDPOINT_URL_SQS) ??
+        env.AWS_ENDPOINT_URL;
       const invocationMs = flags.invocationSeconds * 1000;
       const reserveMs = roundReserveMs(config.relay);
       if (invocationMs < reserveMs + 5_000) {
@@ -113,6 +130,8 @@ export function relayCommand(): Command {
 function relayEnv(flags: RelayFlags): Env {
   return envWithFlags(connectionEnv(flags), {
     OUTBOX_QUEUE_URL: flags.queueUrl,
+    OUTBOX_EVENT_BUS_NAME: flags.eventBus,
+    OUTBOX_EVENT_SOURCE: flags.eventSource,
     RELAY_MODE: flags.drain ? "drain" : undefined,
     RELAY_BATCH_SIZE: flags.batchSize?.toString(),
     RELAY_CONCURRENCY: flags.concurrency?.toString(),
@@ -124,7 +143,10 @@ function relayEnv(flags: RelayFlags): Env {
 /** Says which flag or variable is wrong, rather than the engine's option name. */
 function checkQueueUrl(queueUrl: string | undefined) {
   if (queueUrl === undefined || queueUrl.trim() === "") {
-    throw new CliError("no queue: pass --queue-url or set OUTBOX_QUEUE_URL", EXIT_USAGE);
+    throw new CliError(
+      "no destination: pass --queue-url (or set OUTBOX_QUEUE_URL) or --event-bus (or set OUTBOX_EVENT_BUS_NAME)",
+      EXIT_USAGE,
+    );
   }
   if (!/^https?:\/\/[^/\s]+\/\S+$/.test(queueUrl.trim())) {
     throw new CliError(
@@ -149,10 +171,11 @@ interface LoopOptions {
  */
 async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<RelayTotals> {
   const { logger } = options;
-  // The SDK would otherwise send to the QueueUrl's host rather than a configured emulator or proxy endpoint.
-  const sqs = new SQSClient({
-    maxAttempts: 3,
-    requestHandler: { connectionTimeout: 3_000, requestTimeout: config.relay.publishTimeoutMs },
+  // An explicit endpoint: the SQS client would otherwise send to the QueueUrl's host rather than a configured
+  // emulator or proxy endpoint.
+  const { destination, destroy } = createDestination(config.destination, {
+    sockets: config.relay.concurrency * config.relay.parallelRounds,
+    requestTimeoutMs: config.relay.publishTimeoutMs,
     ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
   });
   const database = await openOutboxDatabase(
@@ -162,7 +185,7 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
       queryTimeoutMs: queryTimeoutFor(config.relay.statementTimeoutMs),
     },
   ).catch((error: unknown) => {
-    sqs.destroy();
+    destroy();
     throw error;
   });
   const totals: RelayTotals = {
@@ -191,15 +214,12 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
   const onDisconnect = () => onSignal("SIGTERM");
   process.once("disconnect", onDisconnect);
   try {
-    const check = await checkQueue(
-      sqs,
-      config.relay.queueUrl,
-      config.relay.maxMessageBytes,
-      options.endpoint,
-    );
-    if (!check.verified) logger.warn("queue not verified; relaying anyway", { reason: check.reason });
+    // A queue that does not exist, is not FIFO or takes smaller messages fails here, naming the fix.
+    const check = (await destination.check?.(15_000)) ?? { verified: true };
+    if (!check.verified) logger.warn("destination not verified; relaying anyway", { reason: check.reason });
     logger.info("relay started", {
-      queueUrl: config.relay.queueUrl,
+      destination: destination.kind,
+      target: destination.target,
       table: database.names.qualified,
       mode: config.relay.mode,
       batchSize: config.relay.batchSize,
@@ -213,7 +233,7 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
       const summary = await runRelay(
         {
           pool: database.pool,
-          sqs,
+          destination,
           deadline,
           logger,
           signal: controller.signal,
@@ -232,7 +252,7 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
     await database
       .close()
       .catch((error: unknown) => logger.warn("closing the pool failed", { error: errorMessage(error) }));
-    sqs.destroy();
+    destroy();
   }
   return totals;
 }

@@ -1,33 +1,30 @@
-import type { SQSClient } from "@aws-sdk/client-sqs";
 import { backoffDelayMs } from "./backoff.ts";
 import { type Queryable, type SessionPool, withTransaction } from "./db.ts";
+import type { Destination } from "./destinations/destination.ts";
 import { checkIntegerOption } from "./env.ts";
-import { ConfigError, errorMessage } from "./errors.ts";
+import { errorMessage } from "./errors.ts";
 import { type OutboxLocation, type OutboxNames, outboxNames } from "./identifiers.ts";
 import { type LoadedRow, type PublishResult, publishRows } from "./publisher.ts";
 import { sleep } from "./sleep.ts";
 import { type ClaimCursor, type ClaimedRow, claimBatch, newClaimCursor } from "./sql/claimBatch.ts";
 import { loadPayloads } from "./sql/loadPayloads.ts";
 import { type RowOutcome, recordOutcomes } from "./sql/recordOutcomes.ts";
-import { SQS_MAX_MESSAGE_BYTES } from "./sqsMessage.ts";
 
 export interface RelayOptions extends OutboxLocation {
-  queueUrl: string;
   /** Rows claimed per round (1-1000). */
   batchSize: number;
-  /** SendMessageBatch requests in flight at once. */
+  /** Publish requests (SendMessageBatch, PutEvents) in flight at once. */
   concurrency: number;
   /**
-   * Failed tries after which a row becomes a dead letter; only failures the message caused count (SQS refused
-   * it as the sender's fault, or it cannot be made into a message). SQS's own failures never dead-letter.
+   * Failed tries after which a row becomes a dead letter; only failures the message caused count (the
+   * destination refused it as the sender's fault, or it cannot be made into a message). The destination's own
+   * failures never dead-letter.
    */
   maxAttempts: number;
   backoffBaseMs: number;
   backoffMaxMs: number;
   /** A dead letter blocks the rest of its aggregate (instead of being parked, SQS FIFO DLQ style). */
   strictOrder: boolean;
-  /** The queue's MaximumMessageSize. */
-  maxMessageBytes: number;
   /**
    * Payload and header bytes one round loads at most (the first row always loads): bounds a round's memory by
    * bytes, not only by batchSize. Rows past it stay pending for the next round.
@@ -35,7 +32,7 @@ export interface RelayOptions extends OutboxLocation {
   batchMaxBytes: number;
   /** `drain`: stop when nothing is claimable. `dwell`: keep polling until the time budget ends. */
   mode: "drain" | "dwell";
-  /** Upper bound on one round's SQS publishing; requests still in flight then are aborted. */
+  /** Upper bound on one round's publishing; requests still in flight then are aborted. */
   publishTimeoutMs: number;
   /** statement_timeout for the claim and record statements. */
   statementTimeoutMs: number;
@@ -56,7 +53,6 @@ export const DEFAULT_RELAY_OPTIONS = {
   backoffBaseMs: 1_000,
   backoffMaxMs: 300_000,
   strictOrder: false,
-  maxMessageBytes: SQS_MAX_MESSAGE_BYTES,
   // Measured (bench "relay peak RSS", 400 events of ~1 MiB): a round's memory is ~3x the payload bytes it
   // loads (pg's result, the compact body, the SDK's request JSON). Two rounds of 32 MiB peaked at 303 MiB RSS
   // (99 idle), against 611 MiB with every claimed payload loaded: a 512 MB Lambda keeps its headroom. Small
@@ -70,7 +66,7 @@ export const DEFAULT_RELAY_OPTIONS = {
   // Publishing is 63-87% of a round (bench): a second loop nearly doubled throughput against a 20 ms SQS
   // (3,047 -> 5,921 events/s) for one more database session.
   parallelRounds: 2,
-} as const satisfies Omit<RelayOptions, "queueUrl">;
+} as const satisfies RelayOptions;
 
 /** The subset of Powertools Logger (or console-like loggers) the engine uses: a message and structured fields. */
 export interface RelayLogger {
@@ -94,7 +90,8 @@ export interface RoundReport {
 
 export interface RelayDeps {
   pool: SessionPool;
-  sqs: SQSClient;
+  /** The SQS FIFO queue or EventBridge bus (destinations/); the loop does not know which. */
+  destination: Destination;
   /** Epoch milliseconds by which runRelay must have returned (Lambda deadline minus a safety margin). */
   deadline: number;
   logger?: RelayLogger;
@@ -131,18 +128,12 @@ export function validateRelayOptions(options: RelayOptions): RelayOptions {
   check("maxAttempts", 1, 1000);
   check("backoffBaseMs", 1, 86_400_000);
   check("backoffMaxMs", options.backoffBaseMs, 86_400_000);
-  check("maxMessageBytes", 1024, SQS_MAX_MESSAGE_BYTES);
   check("batchMaxBytes", 1024, MAX_BATCH_MAX_BYTES);
   check("publishTimeoutMs", 100, 900_000);
   check("statementTimeoutMs", 100, 900_000);
   check("idlePollMinMs", 1, 60_000);
   check("idlePollMaxMs", options.idlePollMinMs, 60_000);
   check("parallelRounds", 1, 16);
-  if (!/^https?:\/\/.+/.test(options.queueUrl)) {
-    throw new ConfigError(
-      `queueUrl must be an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>.fifo), got ${JSON.stringify(options.queueUrl)}`,
-    );
-  }
   outboxNames(options);
   return options;
 }
@@ -156,7 +147,7 @@ export function roundReserveMs(options: RelayOptions): number {
  * The relay: claim -> publish -> record, one transaction per round, until the budget ends (dwell), nothing is
  * claimable (drain) or a stop is requested, with `parallelRounds` loops at once. A round starts only if it can
  * finish before the deadline, so a Lambda timeout never catches a round holding locks; and if the process dies
- * anyway, the transaction rolls back and the rows are claimed again (and deduplicated by SQS on their outbox id).
+ * anyway, the transaction rolls back and the rows are claimed again (an SQS FIFO queue deduplicates them on their outbox id; a bus's consumers do).
  */
 export async function runRelay(deps: RelayDeps, options: RelayOptions): Promise<RelaySummary> {
   validateRelayOptions(options);
@@ -285,12 +276,16 @@ export async function relayRound(
     });
     if (rows.length === 0) return emptyReport(0);
 
-    const { sendable, results } = await loadRows(client, names, rows, options);
+    const { sendable, results } = await loadRows(
+      client,
+      names,
+      rows,
+      options,
+      deps.destination.maxMessageBytes,
+    );
     results.push(
-      ...(await publishRows(deps.sqs, sendable, {
-        queueUrl: options.queueUrl,
+      ...(await publishRows(deps.destination, sendable, {
         concurrency: options.concurrency,
-        maxMessageBytes: options.maxMessageBytes,
         signal: AbortSignal.timeout(options.publishTimeoutMs),
       })),
     );
@@ -334,6 +329,7 @@ async function loadRows(
   names: OutboxNames,
   rows: readonly ClaimedRow[],
   options: RelayOptions,
+  maxMessageBytes: number,
 ): Promise<{ sendable: LoadedRow[]; results: PublishResult[] }> {
   const loaded = new Map(
     (
@@ -341,7 +337,7 @@ async function loadRows(
         client,
         names,
         rows.toSorted((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1)).map((row) => row.id),
-        { maxMessageBytes: options.maxMessageBytes, budgetBytes: options.batchMaxBytes },
+        { maxMessageBytes, budgetBytes: options.batchMaxBytes },
       )
     ).map((payload) => [payload.id, payload]),
   );

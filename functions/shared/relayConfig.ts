@@ -1,5 +1,6 @@
 import { type DatabaseSource, databaseSourceFromEnv } from "./connection.ts";
-import { boolean, integer, oneOf, optionalString, requiredString } from "./env.ts";
+import { type DestinationSetting, destinationSettingFromEnv } from "./destinations/setting.ts";
+import { boolean, integer, oneOf, optionalString } from "./env.ts";
 import { outboxLocationFromEnv } from "./identifiers.ts";
 import {
   DEFAULT_RELAY_OPTIONS,
@@ -7,12 +8,13 @@ import {
   type RelayOptions,
   validateRelayOptions,
 } from "./relay.ts";
-import { SQS_MAX_MESSAGE_BYTES } from "./sqsMessage.ts";
 
 type Env = Record<string, string | undefined>;
 
 export interface RelayConfig {
   database: DatabaseSource;
+  /** OUTBOX_QUEUE_URL or OUTBOX_EVENT_BUS_NAME: exactly one. */
+  destination: DestinationSetting;
   relay: RelayOptions;
   /** Stop claiming this long before the Lambda deadline. */
   budgetMarginMs: number;
@@ -27,7 +29,6 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
   const d = DEFAULT_RELAY_OPTIONS;
   const maxDuration = optionalString(env, "RELAY_MAX_DURATION_MS");
   const relay: RelayOptions = {
-    queueUrl: requiredString(env, "OUTBOX_QUEUE_URL"),
     ...outboxLocationFromEnv(env),
     batchSize: integer(env, "RELAY_BATCH_SIZE", d.batchSize, 1, 1000),
     concurrency: integer(env, "RELAY_CONCURRENCY", d.concurrency, 1, 100),
@@ -35,7 +36,6 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
     backoffBaseMs: integer(env, "RELAY_BACKOFF_BASE_MS", d.backoffBaseMs, 1, 86_400_000),
     backoffMaxMs: integer(env, "RELAY_BACKOFF_MAX_MS", d.backoffMaxMs, 1, 86_400_000),
     strictOrder: boolean(env, "RELAY_STRICT_ORDER", d.strictOrder),
-    maxMessageBytes: integer(env, "RELAY_MAX_MESSAGE_BYTES", d.maxMessageBytes, 1024, SQS_MAX_MESSAGE_BYTES),
     batchMaxBytes: integer(env, "RELAY_BATCH_MAX_BYTES", d.batchMaxBytes, 1024, MAX_BATCH_MAX_BYTES),
     mode: oneOf(env, "RELAY_MODE", ["dwell", "drain"], d.mode),
     publishTimeoutMs: integer(env, "RELAY_PUBLISH_TIMEOUT_MS", d.publishTimeoutMs, 100, 900_000),
@@ -47,6 +47,7 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
   validateRelayOptions(relay);
   return {
     database: databaseSourceFromEnv(env),
+    destination: destinationSettingFromEnv(env),
     relay,
     budgetMarginMs: integer(env, "RELAY_BUDGET_MARGIN_MS", 5_000, 0, 600_000),
     ...(maxDuration === undefined

@@ -7,7 +7,7 @@ import {
 } from "@aws-sdk/client-eventbridge";
 import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { inject } from "vitest";
-import type { ClaimedRow } from "../../functions/shared/sql/claimBatch.ts";
+import type { LoadedRow } from "../../functions/shared/destinations/destination.ts";
 import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
 
 export function eventBridgeClient(endpoint = inject("awsEndpoint"), maxAttempts = 3): EventBridgeClient {
@@ -59,8 +59,8 @@ export async function createBusToQueue(
 
 let seq = 0;
 
-/** A claimed row as the relay sees it, for destination-level tests that need no database. */
-export function aClaimedRow(overrides: Partial<ClaimedRow> = {}): ClaimedRow {
+/** A claimed and loaded row as a destination sees it, for destination-level tests that need no database. */
+export function aLoadedRow(overrides: Partial<LoadedRow> = {}): LoadedRow {
   seq += 1;
   return {
     id: `00000000-0000-4000-8000-${String(seq).padStart(12, "0")}`,
@@ -71,6 +71,7 @@ export function aClaimedRow(overrides: Partial<ClaimedRow> = {}): ClaimedRow {
     payload: `{"n": ${seq}, "total": 4200}`,
     headers: {},
     attempts: 0,
+    transient_failures: 0,
     created_at: new Date("2026-12-01T10:00:00.000Z"),
     ...overrides,
   };

@@ -1,9 +1,20 @@
-import type { SQSClient } from "@aws-sdk/client-sqs";
+import { SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
+import type { Destination } from "../../functions/shared/destinations/destination.ts";
+import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
 import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay.ts";
 
 /** Options for tests: fast backoff and short timeouts so failure paths finish in milliseconds. */
-export function testRelayOptions(queueUrl: string, overrides: Partial<RelayOptions> = {}): RelayOptions {
+export interface TestRelayOptions extends RelayOptions {
+  /** The queue the test publishes to (drain builds the SQS FIFO destination from it). */
+  queueUrl: string;
+  maxMessageBytes?: number;
+}
+
+export function testRelayOptions(
+  queueUrl: string,
+  overrides: Partial<TestRelayOptions> = {},
+): TestRelayOptions {
   return {
     ...DEFAULT_RELAY_OPTIONS,
     queueUrl,
@@ -18,15 +29,38 @@ export function testRelayOptions(queueUrl: string, overrides: Partial<RelayOptio
   };
 }
 
+/** The SQS FIFO destination a test's options name. */
+export function queueDestination(sqs: SQSClient, options: { queueUrl: string; maxMessageBytes?: number }) {
+  return sqsFifoDestination(sqs, {
+    queueUrl: options.queueUrl,
+    ...(options.maxMessageBytes === undefined ? {} : { maxMessageBytes: options.maxMessageBytes }),
+  });
+}
+
+type Target = SQSClient | Destination;
+
+function destinationOf(target: Target, options: RelayOptions): Destination {
+  if (!(target instanceof SQSClient)) return target;
+  const { queueUrl, maxMessageBytes } = options as Partial<TestRelayOptions>;
+  if (queueUrl === undefined) throw new Error("testRelayOptions(queueUrl) is needed to publish to a queue");
+  return queueDestination(target, {
+    queueUrl,
+    ...(maxMessageBytes === undefined ? {} : { maxMessageBytes }),
+  });
+}
+
 /** Runs the relay until nothing is claimable (drain mode), with a generous deadline. */
-export function drain(pool: pg.Pool, sqs: SQSClient, options: RelayOptions) {
-  return runRelay({ pool, sqs, deadline: Date.now() + 60_000 }, { ...options, mode: "drain" });
+export function drain(pool: pg.Pool, target: Target, options: RelayOptions) {
+  return runRelay(
+    { pool, destination: destinationOf(target, options), deadline: Date.now() + 60_000 },
+    { ...options, mode: "drain" },
+  );
 }
 
 /** Drains repeatedly until no row is pending (rows in short backoff become claimable again). */
-export async function drainUntilEmpty(pool: pg.Pool, sqs: SQSClient, options: RelayOptions, maxRuns = 200) {
+export async function drainUntilEmpty(pool: pg.Pool, target: Target, options: RelayOptions, maxRuns = 200) {
   for (let run = 0; run < maxRuns; run++) {
-    await drain(pool, sqs, options);
+    await drain(pool, target, options);
     const { rows } = await pool.query(
       "select count(*)::int as n from outbox_events where processed_at is null and dead_lettered_at is null",
     );

@@ -1,36 +1,85 @@
-import type { PublishResult } from "../publisher.ts";
 import type { ClaimedRow } from "../sql/claimBatch.ts";
+
+/** A claimed row with its payload and headers loaded (sql/loadPayloads.ts). */
+export interface LoadedRow extends ClaimedRow {
+  /** jsonb's text form (`{"a": 1}`); compacted when sent. Text, not parsed JSON, so numbers keep their precision. */
+  payload: string;
+  headers: unknown;
+}
+
+/**
+ * What happened to one claimed row. Which side is at fault decides what a failure costs the row:
+ * - `published`: the destination reported this entry successful; only these are marked published.
+ * - `rejected`: the message itself is at fault: the relay cannot build a valid message from the row (any
+ *   reason, any exception), or the destination refused the entry as the sender's fault. Counts towards
+ *   RELAY_MAX_ATTEMPTS; `permanent` when no retry can help (dead-lettered at once).
+ * - `unsent`: the destination did not take it for a reason of its own: the whole request failed (unreachable,
+ *   throttled, timed out, 5xx, denied), it failed this entry on its side, or the entry failed for the account's
+ *   configuration (KMS key disabled or denied, a permission missing, throttled). Says nothing about the
+ *   message: backs off and retries without limit, never dead-letters.
+ * - `held`: not attempted this round (an earlier event of its aggregate failed in this round, or the round's
+ *   byte budget was spent); left untouched.
+ */
+export type PublishResult =
+  | { row: ClaimedRow; status: "published" }
+  | { row: ClaimedRow; status: "rejected"; error: string; permanent: boolean }
+  | { row: ClaimedRow; status: "unsent"; error: string }
+  | { row: ClaimedRow; status: "held" };
 
 /** One row made ready for a destination: what will be sent, and its size as the destination counts it. */
 export interface Prepared<Message> {
-  row: ClaimedRow;
+  row: LoadedRow;
   message: Message;
   size: number;
 }
 
 /**
  * What the relay loop needs from a place it publishes to (an SQS FIFO queue, an EventBridge bus): turn a row
- * into a message, send a batch of them, and say what became of each one with the same result classes.
- * The loop keeps the ordering rules (one entry per aggregate per request, an aggregate's requests one after
- * another, held rows after a failure); a destination only knows its API and its limits.
+ * into a message, send a batch of them, and say what became of each one with the same result classes. The
+ * loop keeps the ordering rules (one entry per aggregate per request, an aggregate's requests one after
+ * another, held rows after a failure: publisher.ts); a destination only knows its API and its limits.
  */
 export interface Destination<Message = unknown> {
   /** For logs and metrics: `sqs-fifo` or `eventbridge`. */
-  readonly kind: string;
-  /** The queue URL or bus name/ARN, for logs. */
+  readonly kind: "sqs-fifo" | "eventbridge";
+  /** The queue URL or the bus name/ARN, for logs. */
   readonly target: string;
   /** Entries one request may carry. */
   readonly maxBatchEntries: number;
   /** Sum of the entries' `size` one request may carry. */
   readonly maxBatchBytes: number;
   /**
+   * The largest message it accepts. The relay's SQL pre-screen (sql/loadPayloads.ts) dead-letters a row whose
+   * payload plus headers alone exceed it without loading its text; prepare() then checks the exact size.
+   */
+  readonly maxMessageBytes: number;
+  /**
    * The message for one row, or why this row can never be sent (a permanent rejection). Never throws: one
    * malformed row is dead-lettered on its own and never fails the round.
    */
-  prepare(row: ClaimedRow): Prepared<Message> | string;
+  prepare(row: LoadedRow): Prepared<Message> | string;
   /**
    * Sends one request and returns one result per entry, in the batch's order. Never throws for a failed send:
    * every failure is classified (`rejected` when the message is at fault, `unsent` when it is not).
    */
   send(batch: readonly Prepared<Message>[], signal?: AbortSignal): Promise<PublishResult[]>;
+  /**
+   * Asks the destination, once before relaying, whether it can take the relay's messages at all (the queue
+   * exists, is FIFO, takes messages this big). Throws a ConfigError naming the fix; `verified: false` when the
+   * relay may not ask. Absent where there is nothing to ask.
+   */
+  check?(timeoutMs: number): Promise<DestinationCheck>;
+}
+
+export type DestinationCheck = { verified: true } | { verified: false; reason: string };
+
+/**
+ * When one entry made a whole request invalid, sends each entry alone so the healthy ones go through and only
+ * the culprit is rejected. All at once: a batch holds at most one entry per aggregate and ≤ 10 entries.
+ */
+export async function sendEachAlone<Message>(
+  batch: readonly Prepared<Message>[],
+  send: (single: readonly Prepared<Message>[]) => Promise<PublishResult[]>,
+): Promise<PublishResult[]> {
+  return (await Promise.all(batch.map((entry) => send([entry])))).flat();
 }

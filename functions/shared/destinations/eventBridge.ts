@@ -5,9 +5,16 @@ import {
   type PutEventsResultEntry,
 } from "@aws-sdk/client-eventbridge";
 import { errorMessage, ValidationError } from "../errors.ts";
-import { compactJsonbText, type PublishResult } from "../publisher.ts";
+import { compactJsonbText } from "../jsonbText.ts";
 import type { ClaimedRow } from "../sql/claimBatch.ts";
-import type { Destination, Prepared } from "./destination.ts";
+import { checkTimestamp } from "../sqsMessage.ts";
+import {
+  type Destination,
+  type LoadedRow,
+  type Prepared,
+  type PublishResult,
+  sendEachAlone,
+} from "./destination.ts";
 
 /**
  * PutEvents limits, from the EventBridge API reference and user guide:
@@ -64,6 +71,7 @@ export function eventBridgeDestination(
     target: options.eventBusName,
     maxBatchEntries: EVENTBRIDGE_MAX_BATCH_ENTRIES,
     maxBatchBytes: EVENTBRIDGE_MAX_REQUEST_BYTES,
+    maxMessageBytes: EVENTBRIDGE_MAX_REQUEST_BYTES,
     prepare: (row) => prepareEvent(row, options),
     send: (batch, signal) => sendEvents(client, batch, signal),
   };
@@ -89,7 +97,7 @@ export function checkSource(source: string): void {
  * event). Returns the reason as text for any row it cannot turn into an event, whatever was thrown.
  */
 export function prepareEvent(
-  row: ClaimedRow,
+  row: LoadedRow,
   options: EventBridgeOptions,
 ): Prepared<PutEventsRequestEntry> | string {
   try {
@@ -100,15 +108,16 @@ export function prepareEvent(
   }
 }
 
-function buildEvent(row: ClaimedRow, options: EventBridgeOptions): Prepared<PutEventsRequestEntry> {
+function buildEvent(row: LoadedRow, options: EventBridgeOptions): Prepared<PutEventsRequestEntry> {
   if (row.event_type.length === 0 || row.event_type.length > EVENTBRIDGE_MAX_DETAIL_TYPE_LENGTH) {
     throw new ValidationError(
       "event_type",
       `is ${row.event_type.length} characters; it becomes the EventBridge detail-type, which takes 1-${EVENTBRIDGE_MAX_DETAIL_TYPE_LENGTH}`,
     );
   }
+  const createdAt = checkTimestamp("created_at", row.created_at);
   const headers = stringHeaders(row.headers);
-  const detail = detailEnvelope(row, headers);
+  const detail = detailEnvelope(row, createdAt, headers);
   const size =
     TIME_BYTES +
     Buffer.byteLength(options.source) +
@@ -129,7 +138,7 @@ function buildEvent(row: ClaimedRow, options: EventBridgeOptions): Prepared<PutE
       Source: options.source,
       DetailType: row.event_type,
       Detail: detail,
-      Time: row.created_at,
+      Time: createdAt,
       ...(traceHeader === undefined ? {} : { TraceHeader: traceHeader }),
     },
   };
@@ -140,14 +149,14 @@ function buildEvent(row: ClaimedRow, options: EventBridgeOptions): Prepared<PutE
  * re-serialized, so a 20-digit number reaches the consumer as written. Detail must be a JSON object, and the
  * payload may be any JSON value, which the envelope makes valid.
  */
-export function detailEnvelope(row: ClaimedRow, headers: Record<string, string>): string {
+export function detailEnvelope(row: LoadedRow, createdAt: Date, headers: Record<string, string>): string {
   const fields = {
     outboxId: row.id,
     aggregateType: row.aggregate_type,
     aggregateId: row.aggregate_id,
     eventType: row.event_type,
     seq: String(row.seq),
-    createdAt: row.created_at.toISOString(),
+    createdAt: createdAt.toISOString(),
     headers,
   };
   return `${JSON.stringify(fields).slice(0, -1)},"payload":${compactJsonbText(row.payload)}}`;
@@ -206,9 +215,7 @@ async function sendEvents(
     const name = (error as { name?: string }).name ?? "";
     if (name === "ValidationException" && batch.length > 1 && !signal?.aborted) {
       // One entry made the whole request invalid: send each alone so the healthy ones go through.
-      const singles: PublishResult[] = [];
-      for (const event of batch) singles.push(...(await sendEvents(client, [event], signal)));
-      return singles;
+      return sendEachAlone(batch, (single) => sendEvents(client, single, signal));
     }
     const message = errorMessage(error);
     if (name === "ValidationException") {

@@ -7,8 +7,8 @@
  *
  * Talks to the parent over the IPC channel (see relayProcess.ts); logs nothing of its own.
  */
-import { SQSClient } from "@aws-sdk/client-sqs";
 import { createDatabasePool } from "../../../functions/shared/connection.ts";
+import { createDestination } from "../../../functions/shared/destinations/create.ts";
 import { integer } from "../../../functions/shared/env.ts";
 import { type RelayLogger, runRelay } from "../../../functions/shared/relay.ts";
 import { relayConfigFromEnv } from "../../../functions/shared/relayConfig.ts";
@@ -25,10 +25,10 @@ const pool = await createDatabasePool(config.database, {
   applicationName: "chaos-relay",
   onError: () => {}, // a session ended by a Postgres restart; the next checkout opens a fresh one
 });
-// As the handler builds it: the SDK retries a little, the relay's backoff decides the rest.
-const sqs = new SQSClient({
-  maxAttempts: 3,
-  requestHandler: { connectionTimeout: 3_000, requestTimeout: config.relay.publishTimeoutMs },
+// As the handler builds it: the queue or the bus the environment names, the SDK retrying a little.
+const { destination, destroy } = createDestination(config.destination, {
+  sockets: config.relay.concurrency * config.relay.parallelRounds,
+  requestTimeoutMs: config.relay.publishTimeoutMs,
 });
 const stop = new AbortController();
 process.on("message", (message) => {
@@ -54,7 +54,7 @@ while (!stop.signal.aborted) {
   const summary = await runRelay(
     {
       pool,
-      sqs,
+      destination,
       deadline: started + invocationMs - config.budgetMarginMs,
       logger,
       signal: stop.signal,
@@ -71,5 +71,5 @@ while (!stop.signal.aborted) {
   });
 }
 await pool.end();
-sqs.destroy();
+destroy();
 process.disconnect?.();
