@@ -9,6 +9,8 @@ import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from "@
 import { inject } from "vitest";
 import type { LoadedRow } from "../../functions/shared/destinations/destination.ts";
 import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
+import type { PublishedEvent } from "../../local/fakeEventBridge.ts";
+import type { Delivery } from "../../local/fakeSqs.ts";
 
 export function eventBridgeClient(endpoint = inject("awsEndpoint"), maxAttempts = 3): EventBridgeClient {
   return new EventBridgeClient({ ...LOCAL_AWS, endpoint, maxAttempts });
@@ -75,4 +77,25 @@ export function aLoadedRow(overrides: Partial<LoadedRow> = {}): LoadedRow {
     created_at: new Date("2026-12-01T10:00:00.000Z"),
     ...overrides,
   };
+}
+
+/**
+ * The events a fake bus accepted, in arrival order, as the ledger reads deliveries: the outbox id (from the
+ * detail) in place of a dedup id and the aggregate in place of a message group.
+ */
+export function eventsAsDeliveries(events: PublishedEvent[]): Delivery[] {
+  return events.map((event) => {
+    const detail = JSON.parse(event.detail) as { outboxId: string; aggregateId: string };
+    return {
+      queueName: event.bus,
+      messageId: event.eventId,
+      groupId: detail.aggregateId,
+      dedupId: detail.outboxId,
+      body: event.detail,
+      attributes: {},
+      sequenceNumber: undefined,
+      duplicate: false,
+      at: event.at,
+    };
+  });
 }
