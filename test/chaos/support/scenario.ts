@@ -1,7 +1,9 @@
+import { CreateEventBusCommand, EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import { LOCAL_AWS } from "../../../local/awsEndpoint.ts";
 import type { Delivery, FakeSqs } from "../../../local/fakeSqs.ts";
+import { eventsAsDeliveries } from "../../support/eventBridge.ts";
 import { checkLedger, type LedgerReport } from "../../support/ledger.ts";
 import { type ProducerLoad, Producers } from "./producers.ts";
 import { chaosLoad } from "./profile.ts";
@@ -32,6 +34,8 @@ export interface ChaosContext {
 export interface ChaosScenario {
   name: string;
   relays: number;
+  /** Where the relays publish: a FIFO queue (default) or an EventBridge bus, both on the in-process endpoint. */
+  destination?: "sqs-fifo" | "eventbridge";
   /** Relay environment overrides (RELAY_*, CHAOS_INVOCATION_MS). */
   relayEnv?: Record<string, string>;
   /** How the producers write (the event count stays the profile's). */
@@ -105,11 +109,19 @@ export async function runChaosScenario(
   fake.up();
   fake.resetStats();
   fake.clearDeliveries();
-  const queueName = `chaos-${scenario.name}-${Date.now()}.fifo`;
-  const queueUrl = await createQueue(fake, queueName);
+  fake.events.reset();
+  fake.events.clearEvents();
+  const toBus = scenario.destination === "eventbridge";
+  const name = `chaos-${scenario.name}-${Date.now()}`;
+  const destinationEnv: Record<string, string> = toBus
+    ? { OUTBOX_EVENT_BUS_NAME: await createBus(fake, name) }
+    : { OUTBOX_QUEUE_URL: await createQueue(fake, `${name}.fifo`) };
+  // Ledger input: the queue's accepted sends, or the events the bus accepted (outbox id from the detail).
+  const deliveriesSoFar = () =>
+    toBus ? eventsAsDeliveries(fake.events.events(name)) : fake.deliveries(`${name}.fifo`);
   const fleet = new RelayFleet({
     DATABASE_URL: databaseUrl,
-    OUTBOX_QUEUE_URL: queueUrl,
+    ...destinationEnv,
     AWS_ENDPOINT_URL: fake.url,
     AWS_REGION: LOCAL_AWS.region,
     AWS_ACCESS_KEY_ID: LOCAL_AWS.credentials.accessKeyId,
@@ -131,7 +143,8 @@ export async function runChaosScenario(
       producers,
       load,
       written: () => producers.written.length,
-      delivered: () => fake.stats.acceptedMessages - fake.stats.duplicates,
+      delivered: () =>
+        toBus ? fake.events.stats.acceptedEvents : fake.stats.acceptedMessages - fake.stats.duplicates,
       beginFault(what) {
         const window = { what, start: Date.now(), end: Number.POSITIVE_INFINITY };
         faults.push(window);
@@ -153,7 +166,7 @@ export async function runChaosScenario(
         `table: ${JSON.stringify(await tableState(observer).catch(String))}; relays: ${JSON.stringify(fleet.stats)}; ${fleet.stderr}`,
     );
     await fleet.stopAll();
-    const deliveries = fake.deliveries(queueName);
+    const deliveries = deliveriesSoFar();
     const ledger = checkLedger(producers.written, deliveries);
     const duplicates = explainDuplicates(deliveries, faults);
     return {
@@ -173,6 +186,16 @@ export async function runChaosScenario(
     await producers.finished().catch(() => {});
     await producers.close();
     await observer.end();
+  }
+}
+
+async function createBus(fake: FakeSqs, name: string): Promise<string> {
+  const events = new EventBridgeClient({ ...LOCAL_AWS, endpoint: fake.url });
+  try {
+    await events.send(new CreateEventBusCommand({ Name: name }));
+    return name;
+  } finally {
+    events.destroy();
   }
 }
 
