@@ -70,6 +70,15 @@ export interface BenchResults {
   enqueue?: EnqueueResults;
   relayMemory?: RelayMemoryRun[];
   consumer?: ConsumerThroughput;
+  /** The same relay and backlog to an SQS FIFO queue and to an EventBridge bus, at each endpoint latency. */
+  destinations?: DestinationThroughput[];
+}
+
+export interface DestinationThroughput {
+  destination: "sqs-fifo" | "eventbridge";
+  latencyMs: number;
+  eventsPerSecond: Repeated;
+  cpuPer1k: CpuReading;
 }
 
 const tuningLabel = (t: RelayTuning) =>
@@ -341,5 +350,24 @@ export function markdownReport(r: BenchResults): string {
   if (r.relayZeroLatency || r.relay20ms) sections.push("### Where a relay round's time goes", phaseTable(r));
   if (r.relayProfile) sections.push("### Where the relay thread's CPU goes", profileTable(r.relayProfile));
   if (r.enqueue) sections.push("### Enqueue with the order guarantee", enqueueTable(r.enqueue));
+  if (r.destinations)
+    sections.push("### SQS FIFO queue and EventBridge bus", destinationTable(r.destinations));
   return sections.join("\n\n");
+}
+
+/** Default options; one row per destination and endpoint latency, medians of the repeats. */
+function destinationTable(runs: DestinationThroughput[]): string {
+  const label = {
+    "sqs-fifo": "SQS FIFO (SendMessageBatch)",
+    eventbridge: "EventBridge (PutEvents)",
+  } as const;
+  return markdownTable(
+    ["destination", "endpoint latency", "events/s (median, min–max)", "relay CPU ms / 1k events"],
+    runs.map((run) => [
+      label[run.destination],
+      `${run.latencyMs} ms`,
+      `${n(run.eventsPerSecond.median)} (${n(run.eventsPerSecond.min)}–${n(run.eventsPerSecond.max)})`,
+      n(run.cpuPer1k.relay, 1),
+    ]),
+  );
 }

@@ -28,7 +28,12 @@ import { measureRelayMemory } from "./measures/relayMemory.ts";
 import { profileRelay } from "./measures/relayProfile.ts";
 import { measureRelay, type RelayRun, type RelayTuning } from "./measures/relayThroughput.ts";
 import { measureSeedBaseline } from "./measures/seedBaseline.ts";
-import { type BenchResults, markdownReport, type TunedThroughput } from "./report.ts";
+import {
+  type BenchResults,
+  type DestinationThroughput,
+  markdownReport,
+  type TunedThroughput,
+} from "./report.ts";
 
 /** The machine is shared and noisy: every throughput is measured this many times, interleaved; medians reported. */
 const REPEATS = 3;
@@ -96,6 +101,7 @@ const PARTS = [
   "enqueue",
   "memory",
   "consumer",
+  "destinations",
 ] as const;
 type Part = (typeof PARTS)[number];
 
@@ -291,6 +297,29 @@ try {
       }
     }
     results.consumer = summarizeConsumer(CONSUMER_SHAPE, consumerRuns);
+  }
+  if (runs("destinations")) {
+    log("relay to an SQS FIFO queue and to an EventBridge bus, 0 and 20 ms, default options, interleaved");
+    const cases = [0, SQS_LATENCY_MS].flatMap((latencyMs) =>
+      (["sqs-fifo", "eventbridge"] as const).map((destination) => ({ destination, latencyMs })),
+    );
+    const byCase = new Map(cases.map((c) => [c, [] as RelayRun[]]));
+    for (let i = 0; i < REPEATS; i++) {
+      for (const c of cases) {
+        const tuning = { ...DEFAULT_TUNING, destination: c.destination };
+        byCase.get(c)?.push(await measureRelay(db.pool, endpoint, BACKLOG, tuning, c.latencyMs, meter));
+      }
+    }
+    results.destinations = cases.map((c): DestinationThroughput => {
+      const caseRuns = byCase.get(c) ?? [];
+      const sorted = [...caseRuns].sort((a, b) => a.eventsPerSecond - b.eventsPerSecond);
+      const middle = sorted[Math.floor((sorted.length - 1) / 2)] as RelayRun;
+      return {
+        ...c,
+        eventsPerSecond: repeated(caseRuns.map((run) => run.eventsPerSecond)),
+        cpuPer1k: middle.cpuPer1k,
+      };
+    });
   }
 } finally {
   await endpoint.close();
