@@ -6,6 +6,20 @@ export {
   databaseSourceFromEnv,
 } from "./connection.ts";
 export type { Queryable, SessionPool } from "./db.ts";
+export {
+  type CreatedDestination,
+  createDestination,
+  type DestinationClientOptions,
+} from "./destinations/create.ts";
+export type { Destination, LoadedRow, Prepared, PublishResult } from "./destinations/destination.ts";
+export { type EventBridgeOptions, eventBridgeDestination } from "./destinations/eventBridge.ts";
+export {
+  type DestinationSetting,
+  destinationSettingFromEnv,
+  type EventBridgeSetting,
+  type SqsFifoSetting,
+} from "./destinations/setting.ts";
+export { type SqsFifoOptions, sqsFifoDestination } from "./destinations/sqsFifo.ts";
 export { type EnqueuedEvent, type EnqueueOptions, enqueue, type OutboxEvent } from "./enqueue.ts";
 export {
   ConfigError,
