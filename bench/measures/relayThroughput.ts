@@ -12,6 +12,8 @@ import { type PhaseTotals, profiledPool } from "../lib/roundProfile.ts";
 import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
+let buses = 0;
+
 export interface RelayTuning {
   batchSize: number;
   concurrency: number;
@@ -69,8 +71,10 @@ export async function measureRelay(
     const label = `relay-${tuning.batchSize}x${tuning.concurrency}`;
     let destination: Destination;
     if (tuning.destination === "eventbridge") {
-      await events.send(new CreateEventBusCommand({ Name: label }));
-      destination = eventBridgeDestination(events, { eventBusName: label, source: "bench" });
+      // A fresh bus per run, as a fresh queue per SQS run.
+      const busName = `bench-${label}-${++buses}`;
+      await events.send(new CreateEventBusCommand({ Name: busName }));
+      destination = eventBridgeDestination(events, { eventBusName: busName, source: "bench" });
     } else {
       destination = sqsFifoDestination(sqs, { queueUrl: await createBenchQueue(sqs, label) });
     }
