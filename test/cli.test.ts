@@ -7,6 +7,7 @@ import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { freePort } from "../local/freePort.ts";
 import { createEmptyDatabase, useTestDatabase } from "./support/db.ts";
+import { createBusToQueue, eventBridgeClient } from "./support/eventBridge.ts";
 import { anEvent } from "./support/factories.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "./support/sqs.ts";
 
@@ -434,5 +435,40 @@ describe("outbox purge", () => {
       "select count(*)::int as left, count(*) filter (where processed_at is null)::int as pending from outbox_events",
     );
     expect(rows[0]).toEqual({ left: 2, pending: 1 });
+  });
+});
+
+describe("outbox relay --event-bus", () => {
+  it("publishes to an EventBridge bus, read back through a rule and a queue", async () => {
+    const events = eventBridgeClient();
+    const { busName, queueUrl } = await createBusToQueue(events, sqs, "com.example.cli", "cli-bus");
+    events.destroy();
+    await db.pool.query("delete from outbox_events where processed_at is null");
+    const [event] = await enqueue(db.pool, [anEvent({ aggregateId: "order-on-the-bus" })]);
+
+    const relay = await outbox(
+      ["relay", "--drain", "--json", "--event-bus", busName, "--event-source", "com.example.cli"],
+      { AWS_ENDPOINT_URL: inject("awsEndpoint"), RELAY_PUBLISH_TIMEOUT_MS: "10000" },
+    );
+
+    expect(relay.stderr).not.toMatch(/error/i);
+    expect(JSON.parse(relay.stdout)).toMatchObject({ published: 1, failed: 0, stoppedBy: "drained" });
+    const [message] = await receiveAll(sqs, queueUrl, 1);
+    expect(JSON.parse(message?.Body ?? "{}")).toMatchObject({
+      source: "com.example.cli",
+      detail: { outboxId: event?.id, aggregateId: "order-on-the-bus" },
+    });
+  });
+
+  it("refuses a queue and a bus at once, and neither, naming both settings", async () => {
+    const both = await outbox(["relay", "--drain", "--event-bus", "orders"], {
+      OUTBOX_QUEUE_URL: "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo",
+    });
+    const neither = await outbox(["relay", "--drain"]);
+
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/OUTBOX_QUEUE_URL and OUTBOX_EVENT_BUS_NAME are both set/);
+    expect(neither.code).toBe(2);
+    expect(neither.stderr).toMatch(/no destination: pass --queue-url .* or --event-bus/);
   });
 });
