@@ -448,7 +448,7 @@ describe("outbox relay --event-bus", () => {
 
     const relay = await outbox(
       ["relay", "--drain", "--json", "--event-bus", busName, "--event-source", "com.example.cli"],
-      { AWS_ENDPOINT_URL: inject("awsEndpoint"), RELAY_PUBLISH_TIMEOUT_MS: "10000" },
+      { AWS_ENDPOINT_URL: inject("awsEndpoint"), RELAY_PUBLISH_TIMEOUT_MS: "30000" },
     );
 
     expect(relay.stderr).not.toMatch(/error/i);

@@ -1,19 +1,19 @@
 import {
   CreateEventBusCommand,
-  EventBridgeClient,
+  type EventBridgeClient,
   PutEventsCommand,
   PutRuleCommand,
   PutTargetsCommand,
 } from "@aws-sdk/client-eventbridge";
-import { PurgeQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { PurgeQueueCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { eventBridgeDestination } from "../functions/shared/destinations/eventBridge.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
-import { aLoadedRow, createBusToQueue } from "./support/eventBridge.ts";
+import type { FakeSqs } from "../local/fakeSqs.ts";
+import { aLoadedRow, type FakeBus, startFakeBus } from "./support/eventBridge.ts";
 import { receiveAll } from "./support/sqs.ts";
 
 const SOURCE = "com.example.orders";
+let bus: FakeBus;
 let fake: FakeSqs;
 let events: EventBridgeClient;
 let sqs: SQSClient;
@@ -21,17 +21,10 @@ let busName: string;
 let queueUrl: string;
 
 beforeAll(async () => {
-  fake = await startFakeSqs();
-  // No SDK retries: what the destination reports for each failure is under test.
-  events = new EventBridgeClient({ ...LOCAL_AWS, endpoint: fake.url, maxAttempts: 1 });
-  sqs = new SQSClient({ ...LOCAL_AWS, endpoint: fake.url });
-  ({ busName, queueUrl } = await createBusToQueue(events, sqs, SOURCE, "eb-faults"));
+  bus = await startFakeBus(SOURCE, "eb-faults");
+  ({ fake, events, sqs, busName, queueUrl } = bus);
 });
-afterAll(async () => {
-  events.destroy();
-  sqs.destroy();
-  await fake.close();
-});
+afterAll(() => bus.close());
 beforeEach(async () => {
   fake.resetFaults();
   fake.up();

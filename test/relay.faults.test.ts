@@ -1,13 +1,14 @@
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { SessionPool } from "../functions/shared/db.ts";
-import { enqueue, type OutboxEvent } from "../functions/shared/enqueue.ts";
+import type { OutboxEvent } from "../functions/shared/enqueue.ts";
 import { runRelay } from "../functions/shared/relay.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { checkLedger } from "./support/ledger.ts";
+import { rowStates as outboxRowStates, writeEvents as writeOutboxEvents } from "./support/outboxRows.ts";
 import { drain, drainUntilEmpty, queueDestination, testRelayOptions } from "./support/relay.ts";
 import { createFifoQueue } from "./support/sqs.ts";
 
@@ -34,20 +35,8 @@ function queueName(url: string) {
   return url.split("/").pop() as string;
 }
 
-async function writeEvents(events: OutboxEvent<unknown>[]) {
-  const rows = await enqueue(db.pool, events);
-  return rows.map((row, index) => ({ ...row, aggregateId: events[index]?.aggregateId as string }));
-}
-
-async function rowStates() {
-  const { rows } = await db.pool.query(
-    `select count(*) filter (where processed_at is not null)::int as published,
-            count(*) filter (where processed_at is null and dead_lettered_at is null)::int as pending,
-            count(*) filter (where dead_lettered_at is not null)::int as dead
-     from outbox_events`,
-  );
-  return rows[0] as { published: number; pending: number; dead: number };
-}
+const writeEvents = (events: OutboxEvent<unknown>[]) => writeOutboxEvents(db.pool, events);
+const rowStates = () => outboxRowStates(db.pool);
 
 describe("relay under SQS faults (in-process SQS endpoint)", () => {
   it("records transient failures and backoff while SQS is down, loses nothing, and publishes everything after recovery", async () => {

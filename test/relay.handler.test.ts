@@ -1,11 +1,12 @@
 import { CreateQueueCommand } from "@aws-sdk/client-sqs";
-import type { Context, ScheduledEvent } from "aws-lambda";
+import type { ScheduledEvent } from "aws-lambda";
 import { beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { enqueue } from "../functions/shared/enqueue.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
+import { lambdaContext } from "./support/lambda.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "./support/sqs.ts";
 import { startStallingTcpProxy } from "./support/tcpProxy.ts";
 
@@ -23,24 +24,6 @@ const scheduledEvent: ScheduledEvent = {
   resources: ["arn:aws:events:us-east-1:123456789012:rule/outbox-relay-schedule"],
   detail: {},
 };
-
-function lambdaContext(remainingMs: number): Context {
-  const deadline = Date.now() + remainingMs;
-  return {
-    callbackWaitsForEmptyEventLoop: false,
-    functionName: "outbox-relay",
-    functionVersion: "$LATEST",
-    invokedFunctionArn: "arn:aws:lambda:us-east-1:123456789012:function:outbox-relay",
-    memoryLimitInMB: "512",
-    awsRequestId: "c6af9ac6-7b61-11e6-9a41-93e812345678",
-    logGroupName: "/aws/lambda/outbox-relay",
-    logStreamName: "2026/11/29/[$LATEST]abcdef",
-    getRemainingTimeInMillis: () => deadline - Date.now(),
-    done: () => {},
-    fail: () => {},
-    succeed: () => {},
-  };
-}
 
 describe("relay Lambda handler", () => {
   let queueUrl: string;

@@ -5,12 +5,12 @@ import {
   PutRuleCommand,
   PutTargetsCommand,
 } from "@aws-sdk/client-eventbridge";
-import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { inject } from "vitest";
 import type { LoadedRow } from "../../functions/shared/destinations/destination.ts";
 import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
 import type { PublishedEvent } from "../../local/fakeEventBridge.ts";
-import type { Delivery } from "../../local/fakeSqs.ts";
+import { type Delivery, type FakeSqs, startFakeSqs } from "../../local/fakeSqs.ts";
 
 export function eventBridgeClient(endpoint = inject("awsEndpoint"), maxAttempts = 3): EventBridgeClient {
   return new EventBridgeClient({ ...LOCAL_AWS, endpoint, maxAttempts });
@@ -98,4 +98,31 @@ export function eventsAsDeliveries(events: PublishedEvent[]): Delivery[] {
       at: event.at,
     };
   });
+}
+
+export interface FakeBus extends BusToQueue {
+  fake: FakeSqs;
+  /** Without SDK retries: what the destination or the relay does with each failure is under test. */
+  events: EventBridgeClient;
+  sqs: SQSClient;
+  close(): Promise<void>;
+}
+
+/** The in-process endpoint with a bus whose rule (events of `source`) targets a queue. */
+export async function startFakeBus(source: string, prefix: string): Promise<FakeBus> {
+  const fake = await startFakeSqs();
+  const events = new EventBridgeClient({ ...LOCAL_AWS, endpoint: fake.url, maxAttempts: 1 });
+  const sqs = new SQSClient({ ...LOCAL_AWS, endpoint: fake.url });
+  const route = await createBusToQueue(events, sqs, source, prefix);
+  return {
+    ...route,
+    fake,
+    events,
+    sqs,
+    async close() {
+      events.destroy();
+      sqs.destroy();
+      await fake.close();
+    },
+  };
 }

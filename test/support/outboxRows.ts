@@ -1,0 +1,19 @@
+import type { Queryable } from "../../functions/shared/db.ts";
+import { enqueue, type OutboxEvent } from "../../functions/shared/enqueue.ts";
+
+/** Writes events through the write API; each row with its aggregate, as the ledger reads them. */
+export async function writeEvents(db: Queryable, events: OutboxEvent<unknown>[]) {
+  const rows = await enqueue(db, events);
+  return rows.map((row, index) => ({ ...row, aggregateId: events[index]?.aggregateId as string }));
+}
+
+/** How many rows are published, still pending, and dead-lettered. */
+export async function rowStates(db: Queryable) {
+  const { rows } = await db.query(
+    `select count(*) filter (where processed_at is not null)::int as published,
+            count(*) filter (where processed_at is null and dead_lettered_at is null)::int as pending,
+            count(*) filter (where dead_lettered_at is not null)::int as dead
+     from outbox_events`,
+  );
+  return rows[0] as { published: number; pending: number; dead: number };
+}
