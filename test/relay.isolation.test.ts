@@ -7,7 +7,7 @@ import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
-import { drain, testRelayOptions } from "./support/relay.ts";
+import { drain, queueDestination, testRelayOptions } from "./support/relay.ts";
 import { createFifoQueue } from "./support/sqs.ts";
 
 /**
@@ -165,7 +165,12 @@ describe("relay: one malformed row never stops the others", () => {
     const { logger, logged } = recordingLogger();
 
     const summary = await runRelay(
-      { pool: db.pool, sqs, deadline: Date.now() + 60_000, logger },
+      {
+        pool: db.pool,
+        destination: queueDestination(sqs, { queueUrl: queue, maxMessageBytes: LIMIT }),
+        deadline: Date.now() + 60_000,
+        logger,
+      },
       testRelayOptions(queue, { maxMessageBytes: LIMIT }),
     );
 
@@ -238,7 +243,11 @@ describe("relay: one malformed row never stops the others", () => {
     };
 
     const summary = await runRelay(
-      { pool: watching, sqs, deadline: Date.now() + 60_000 },
+      {
+        pool: watching,
+        destination: queueDestination(sqs, { queueUrl: queue }),
+        deadline: Date.now() + 60_000,
+      },
       testRelayOptions(queue, { mode: "drain" }),
     );
 
@@ -284,7 +293,11 @@ describe("relay: recording a round cannot fail because of one row", () => {
     });
 
     const summary = await runRelay(
-      { pool: db.pool, sqs, deadline: Date.now() + 60_000 },
+      {
+        pool: db.pool,
+        destination: queueDestination(sqs, { queueUrl: queue }),
+        deadline: Date.now() + 60_000,
+      },
       testRelayOptions(queue, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
     );
 
@@ -311,7 +324,12 @@ describe("relay: a round's memory is bounded by bytes", () => {
     const rounds: RoundReport[] = [];
 
     const tight = await runRelay(
-      { pool: db.pool, sqs, deadline: Date.now() + 60_000, onRound: (report) => rounds.push(report) },
+      {
+        pool: db.pool,
+        destination: queueDestination(sqs, { queueUrl: queue }),
+        deadline: Date.now() + 60_000,
+        onRound: (report) => rounds.push(report),
+      },
       testRelayOptions(queue, { batchMaxBytes: 7_000 }),
     );
 
@@ -325,7 +343,12 @@ describe("relay: a round's memory is bounded by bytes", () => {
     await db.pool.query("update outbox_events set processed_at = null");
     rounds.length = 0;
     await runRelay(
-      { pool: db.pool, sqs, deadline: Date.now() + 60_000, onRound: (report) => rounds.push(report) },
+      {
+        pool: db.pool,
+        destination: queueDestination(sqs, { queueUrl: queue }),
+        deadline: Date.now() + 60_000,
+        onRound: (report) => rounds.push(report),
+      },
       testRelayOptions(queue, { batchMaxBytes: 1_024 }),
     );
     expect(rounds.filter((round) => round.published > 0).map((round) => round.published)).toEqual(

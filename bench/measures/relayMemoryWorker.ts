@@ -4,6 +4,7 @@
  * events published, peak and idle RSS (MiB) and duration.
  */
 import pg from "pg";
+import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
 import { DEFAULT_RELAY_OPTIONS, runRelay } from "../../functions/shared/relay.ts";
 import { relaySqsClient } from "../lib/sqsClient.ts";
 
@@ -16,7 +17,6 @@ const mib = (bytes: number) => Math.round((bytes / 1_048_576) * 10) / 10;
 
 const options = {
   ...DEFAULT_RELAY_OPTIONS,
-  queueUrl: env("BENCH_QUEUE_URL"),
   mode: "drain" as const,
   batchMaxBytes: Number(env("BENCH_BATCH_MAX_BYTES")),
 };
@@ -25,7 +25,8 @@ const sqs = relaySqsClient(env("BENCH_SQS_URL"), options.publishTimeoutMs);
 await pool.query("select 1");
 const idleRss = process.memoryUsage().rss;
 const started = performance.now();
-const summary = await runRelay({ pool, sqs, deadline: Date.now() + 600_000 }, options);
+const destination = sqsFifoDestination(sqs, { queueUrl: env("BENCH_QUEUE_URL") });
+const summary = await runRelay({ pool, destination, deadline: Date.now() + 600_000 }, options);
 const ms = performance.now() - started;
 // maxRSS is in KiB: the process's high-water mark, however briefly it was reached.
 const peakRss = process.resourceUsage().maxRSS * 1024;
