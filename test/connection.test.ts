@@ -54,7 +54,7 @@ describe("relay configuration from the environment", () => {
   });
 
   it.each([
-    [{ OUTBOX_QUEUE_URL: undefined }, /OUTBOX_QUEUE_URL is required/],
+    [{ OUTBOX_QUEUE_URL: undefined }, /neither OUTBOX_QUEUE_URL nor OUTBOX_EVENT_BUS_NAME is set/],
     [{ RELAY_BATCH_SIZE: "1001" }, /RELAY_BATCH_SIZE must be an integer from 1 to 1000, got "1001"/],
     [{ RELAY_BATCH_SIZE: "ten" }, /RELAY_BATCH_SIZE must be an integer/],
     [{ RELAY_MODE: "fast" }, /RELAY_MODE must be one of dwell, drain, got "fast"/],
