@@ -170,6 +170,27 @@ describe("relay to an EventBridge bus under faults (in-process endpoint)", () =>
     expect(await rowStates()).toEqual({ published: 20, pending: 0, dead: 0 });
   });
 
+  it("packs requests by the bus's size limit: two 600 KB events go in two requests, never refused as one", async () => {
+    await writeEvents([
+      anEvent({ aggregateId: "big-1", payload: { blob: "x".repeat(600_000) } }),
+      anEvent({ aggregateId: "big-2", payload: { blob: "y".repeat(600_000) } }),
+      anEvent({ aggregateId: "small", payload: { n: 1 } }),
+    ]);
+    const entriesPerRequest: number[] = [];
+    fake.setFaults({
+      latencyMs: (action, request) => {
+        if (action === "PutEvents") entriesPerRequest.push((request.input.Entries as unknown[]).length);
+        return 0;
+      },
+    });
+
+    await drainUntilEmpty(db.pool, destination(), options());
+
+    expect(entriesPerRequest.sort()).toEqual([1, 2]); // one big alone; the other big with the small one
+    expect(fake.stats.failedRequests).toBe(0); // no request over the limit, so no ValidationException split
+    expect(await rowStates()).toEqual({ published: 3, pending: 0, dead: 0 });
+  });
+
   it("never puts two events of one aggregate in one PutEvents request", async () => {
     await writeEvents(Array.from({ length: 30 }, (_, i) => anEvent({ aggregateId: `one-per-${i % 3}` })));
     const perRequest: string[][] = [];
