@@ -19,11 +19,12 @@ import {
 /**
  * PutEvents limits, from the EventBridge API reference and user guide:
  * - at most 10 entries per request;
- * - "the total entry size must be less than 1MB" (the API reference's PutEvents page and the SDK's model
- *   documentation since AWS raised EventBridge payloads from 256 KB to 1 MB on 29 January 2026); so a request
- *   carries at most 1,048,575 bytes, counted as the user guide's "Calculating PutEvents event entry size" says:
- *   UTF-8 bytes of Source, DetailType, Detail and each Resources entry, plus 14 bytes when Time is set.
- *   EventBusName and TraceHeader are not counted.
+ * - "the total entry size must be less than 1MB": the PutEvents API documentation as the installed SDK's model
+ *   carries it (@aws-sdk/client-eventbridge 3.1169), since AWS raised EventBridge events from 256 KB to 1 MB in
+ *   January 2026 (the user guide's entry-size page still says 256KB; the API is what the service enforces).
+ *   1 MB as 256 KB was, in binary units: a request carries at most 1,048,575 bytes, counted as the user
+ *   guide's "Calculating PutEvents event entry size" says: UTF-8 bytes of Source, DetailType, Detail and each
+ *   Resources entry, plus 14 bytes when Time is set. EventBusName and TraceHeader are not counted.
  * - DetailType is free-form, at most 128 characters.
  */
 export const EVENTBRIDGE_MAX_BATCH_ENTRIES = 10;
