@@ -85,7 +85,9 @@ describe("relay to an EventBridge bus under faults (in-process endpoint)", () =>
   afterAll(() => bus.close());
   beforeEach(async () => {
     fake.resetFaults();
+    fake.resetStats();
     fake.up();
+    fake.events.reset();
     fake.events.clearEvents();
     await db.pool.query("delete from outbox_events");
   });
