@@ -26,6 +26,8 @@ export interface RelayConfig {
 
 /** Reads and validates the relay's environment once, at cold start; every error names its variable. */
 export function relayConfigFromEnv(env: Env): RelayConfig {
+  // First, as OUTBOX_QUEUE_URL was: with nothing configured, the first error names where to publish.
+  const destination = destinationSettingFromEnv(env);
   const d = DEFAULT_RELAY_OPTIONS;
   const maxDuration = optionalString(env, "RELAY_MAX_DURATION_MS");
   const relay: RelayOptions = {
@@ -47,7 +49,7 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
   validateRelayOptions(relay);
   return {
     database: databaseSourceFromEnv(env),
-    destination: destinationSettingFromEnv(env),
+    destination,
     relay,
     budgetMarginMs: integer(env, "RELAY_BUDGET_MARGIN_MS", 5_000, 0, 600_000),
     ...(maxDuration === undefined
