@@ -30,7 +30,8 @@ export interface AlarmSubjects {
   relayRule: events.IRule;
   purgeRule: events.IRule;
   metricsRule: events.IRule;
-  queue: sqs.IQueue;
+  /** The queue the relay publishes to; undefined with a bus (its consumers are the rules' targets). */
+  queue?: sqs.IQueue | undefined;
   consumerDeadLetterQueue?: sqs.IQueue | undefined;
   /** Name of a Secrets Manager rotation function for the database secret, when there is one. */
   rotationFunctionName?: string | undefined;
@@ -145,8 +146,9 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       key: "publishFailures",
       id: "PublishFailuresAlarm",
       description:
-        "SQS refused the relay's requests or entries in each of the last 5 minutes: access denied (the queue " +
-        "policy or its KMS key), queue deleted, throttling. Events wait in the outbox and retry; a single poison " +
+        "The queue or bus refused the relay's requests or entries in each of the last 5 minutes: access denied " +
+        "(the queue or bus policy, its KMS key), queue or bus deleted, throttling. Events wait in the outbox and " +
+        "retry; a single poison " +
         `event backs off and cannot keep this up for 5 minutes. ${RUNBOOK}`,
       metric: subjects.metric("PublishFailures", "relay", { statistic: "Sum", period: MINUTE }),
       threshold: 1,
@@ -259,7 +261,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       evaluationPeriods: 1,
       treatMissingData: NOT_BREACHING,
     },
-    {
+    subjects.queue !== undefined && {
       key: "consumersStalled",
       id: "ConsumersStalledAlarm",
       description:

@@ -58,19 +58,24 @@ export function createDashboard(
         }),
       ],
       [
-        new cloudwatch.GraphWidget({
-          title: "Queue",
-          width,
-          left: [
-            queue.metricApproximateNumberOfMessagesVisible(),
-            queue.metricApproximateAgeOfOldestMessage(),
-          ],
-          right: [
-            ...(consumerDeadLetterQueue === undefined
-              ? []
-              : [consumerDeadLetterQueue.metricApproximateNumberOfMessagesVisible()]),
-          ],
-        }),
+        // With a bus there is no queue of the relay's to show: the rules' targets belong to their consumers.
+        ...(queue === undefined
+          ? []
+          : [
+              new cloudwatch.GraphWidget({
+                title: "Queue",
+                width,
+                left: [
+                  queue.metricApproximateNumberOfMessagesVisible(),
+                  queue.metricApproximateAgeOfOldestMessage(),
+                ],
+                right: [
+                  ...(consumerDeadLetterQueue === undefined
+                    ? []
+                    : [consumerDeadLetterQueue.metricApproximateNumberOfMessagesVisible()]),
+                ],
+              }),
+            ]),
         new cloudwatch.AlarmStatusWidget({ title: "Alarms", width: 16, alarms }),
       ],
     ],

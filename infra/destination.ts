@@ -1,8 +1,14 @@
 import { Duration, Names, type RemovalPolicy, Stack } from "aws-cdk-lib";
+import type * as events from "aws-cdk-lib/aws-events";
 import * as iam from "aws-cdk-lib/aws-iam";
 import type * as kms from "aws-cdk-lib/aws-kms";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import type { Construct } from "constructs";
+import {
+  checkSource,
+  DEFAULT_EVENT_SOURCE,
+  EVENTBRIDGE_MAX_REQUEST_BYTES,
+} from "../functions/shared/destinations/eventBridge.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "../functions/shared/sqsMessage.ts";
 
 export { SQS_MAX_MESSAGE_BYTES };
@@ -10,16 +16,32 @@ export { SQS_MAX_MESSAGE_BYTES };
 export const SQS_DEFAULT_MESSAGE_BYTES = 262_144;
 
 export interface DestinationProps {
-  /** An existing FIFO queue; default: one created here. */
-  queue?: sqs.IQueue | undefined;
+  /** An existing FIFO queue or an EventBridge bus; default: a FIFO queue created here. */
+  target?: sqs.IQueue | events.IEventBus | undefined;
+  /** With a bus: the events' source (OUTBOX_EVENT_SOURCE); default the relay's. */
+  eventSource?: string | undefined;
   queueEncryptionKey?: kms.IKey | undefined;
   consumerMaxReceiveCount?: number | undefined;
   consumerVisibilityTimeout?: Duration | undefined;
   removalPolicy: RemovalPolicy;
 }
 
-export interface Destination {
+/** Where the relay publishes: a FIFO queue (created here or given) or an EventBridge bus. */
+export type Destination = QueueDestination | BusDestination;
+
+export interface BusDestination {
+  kind: "eventbridge";
+  eventBus: events.IEventBus;
+  /** The relay's environment for it: OUTBOX_EVENT_BUS_NAME (the bus's ARN) and OUTBOX_EVENT_SOURCE. */
+  environment: Record<string, string>;
+  /** The bus's fixed limit (what the relay's memory is sized for). */
+  defaultMaxMessageBytes: number;
+}
+
+export interface QueueDestination {
+  kind: "sqs-fifo";
   queue: sqs.IQueue;
+  environment: Record<string, string>;
   /** The consumers' dead-letter queue, when the queue is created here. */
   consumerDeadLetterQueue?: sqs.Queue;
   /** Whether the queue (and so its policy) is ours. */
@@ -30,11 +52,37 @@ export interface Destination {
 
 /** The queue the relay publishes to: an existing FIFO queue, or a high-throughput one with a consumer DLQ. */
 export function createDestination(scope: Construct, props: DestinationProps): Destination {
-  if (props.queue !== undefined) {
-    if (!props.queue.fifo) {
+  const target = props.target;
+  if (target !== undefined && isEventBus(target)) {
+    // Checked here, at synth, with the relay's own rule, so a bad source fails `cdk synth`, not a cold start.
+    const source = props.eventSource ?? DEFAULT_EVENT_SOURCE;
+    try {
+      checkSource(source);
+    } catch (error) {
+      throw new Error(`OutboxRelay eventSource: ${(error as Error).message.replace(/^source: /, "")}`);
+    }
+    return {
+      kind: "eventbridge",
+      eventBus: target,
+      // The ARN, not the name: it also names a bus in another account.
+      environment: { OUTBOX_EVENT_BUS_NAME: target.eventBusArn, OUTBOX_EVENT_SOURCE: source },
+      defaultMaxMessageBytes: EVENTBRIDGE_MAX_REQUEST_BYTES,
+    };
+  }
+  if (props.eventSource !== undefined) {
+    throw new Error("OutboxRelay: eventSource applies only to an EventBridge bus destination");
+  }
+  if (target !== undefined) {
+    if (!target.fifo) {
       throw new Error("OutboxRelay: the queue must be a FIFO queue (its name ends in .fifo)");
     }
-    return { queue: props.queue, created: false, defaultMaxMessageBytes: SQS_DEFAULT_MESSAGE_BYTES };
+    return {
+      kind: "sqs-fifo",
+      queue: target,
+      environment: { OUTBOX_QUEUE_URL: target.queueUrl },
+      created: false,
+      defaultMaxMessageBytes: SQS_DEFAULT_MESSAGE_BYTES,
+    };
   }
   const encryption =
     props.queueEncryptionKey === undefined
@@ -80,7 +128,9 @@ export function createDestination(scope: Construct, props: DestinationProps): De
     ...encryption,
   });
   return {
+    kind: "sqs-fifo",
     queue,
+    environment: { OUTBOX_QUEUE_URL: queue.queueUrl },
     consumerDeadLetterQueue: dlq,
     created: true,
     defaultMaxMessageBytes: SQS_MAX_MESSAGE_BYTES,
@@ -94,6 +144,16 @@ export function createDestination(scope: Construct, props: DestinationProps): De
  * every send fails with KMS.AccessDeniedException.
  */
 export function grantRelayPublish(destination: Destination, role: iam.IRole): void {
+  if (destination.kind === "eventbridge") {
+    // PutEvents on this bus only. A bus in another account also needs its resource policy to allow the role.
+    role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        actions: ["events:PutEvents"],
+        resources: [destination.eventBus.eventBusArn],
+      }),
+    );
+    return;
+  }
   role.addToPrincipalPolicy(
     new iam.PolicyStatement({
       actions: ["sqs:SendMessage", "sqs:GetQueueAttributes"],
@@ -109,6 +169,12 @@ export function grantRelayPublish(destination: Destination, role: iam.IRole): vo
  * administrator's, so nothing else can put a message in the consumers' stream.
  */
 export function restrictSendToRelay(destination: Destination, role: iam.IRole): void {
+  if (destination.kind === "eventbridge") {
+    throw new Error(
+      "OutboxRelay: restrictSendToRelay applies to the queue the construct creates; for a bus, restrict " +
+        "events:PutEvents in the bus's resource policy (docs/eventbridge.md)",
+    );
+  }
   if (!destination.created) {
     throw new Error(
       "OutboxRelay: restrictSendToRelay needs the queue created by the construct; for an existing queue add the " +
@@ -125,4 +191,8 @@ export function restrictSendToRelay(destination: Destination, role: iam.IRole): 
       conditions: { ArnNotEquals: { "aws:PrincipalArn": role.roleArn } },
     }),
   );
+}
+
+function isEventBus(target: sqs.IQueue | events.IEventBus): target is events.IEventBus {
+  return "eventBusArn" in target;
 }

@@ -109,8 +109,10 @@ export class OutboxExampleStack extends Stack {
       this.outbox.alarmTopic.addSubscription(new subscriptions.EmailSubscription(props.alarmEmail));
     }
 
-    new CfnOutput(this, "QueueUrl", { value: this.outbox.queue.queueUrl });
-    new CfnOutput(this, "QueueArn", { value: this.outbox.queue.queueArn });
+    if (this.outbox.queue !== undefined) {
+      new CfnOutput(this, "QueueUrl", { value: this.outbox.queue.queueUrl });
+      new CfnOutput(this, "QueueArn", { value: this.outbox.queue.queueArn });
+    }
     if (this.outbox.consumerDeadLetterQueue !== undefined) {
       new CfnOutput(this, "ConsumerDeadLetterQueueUrl", {
         value: this.outbox.consumerDeadLetterQueue.queueUrl,

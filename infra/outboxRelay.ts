@@ -141,8 +141,16 @@ export interface OutboxAlarmProps extends OutboxAlarmThresholds {
 
 export interface OutboxRelayProps {
   readonly database: OutboxDatabaseProps;
-  /** An existing FIFO queue to publish to; default: a queue created here (high throughput, 1 MiB, TLS only). */
+  /**
+   * Where the relay publishes: an existing SQS FIFO queue, or an EventBridge bus (the relay gets
+   * events:PutEvents on that bus only; what consumers can rely on differs, see docs/eventbridge.md). Default: a
+   * FIFO queue created here (high throughput, 1 MiB, TLS only).
+   */
+  readonly destination?: sqs.IQueue | events.IEventBus;
+  /** The same as `destination` with a queue (the older name); set one of the two. */
   readonly queue?: sqs.IQueue;
+  /** With a bus destination: the events' `source`. Default `outbox-relay`; not `aws.`-prefixed. */
+  readonly eventSource?: string;
   /** Encrypt the created queues with this key instead of SQS-managed keys (SSE-SQS). */
   readonly queueEncryptionKey?: kms.IKey;
   /** Deny sqs:SendMessage on the created queue to every principal but the relay's role. Default false. */
@@ -188,7 +196,10 @@ export interface OutboxRelayProps {
  * dashboard, relayTiming (the arithmetic).
  */
 export class OutboxRelay extends Construct {
-  readonly queue: sqs.IQueue;
+  /** The queue the relay publishes to (undefined with a bus destination). */
+  readonly queue?: sqs.IQueue;
+  /** The bus the relay publishes to (undefined with a queue). */
+  readonly eventBus?: events.IEventBus;
   /** The dead-letter queue of the created queue's consumers (undefined for an existing queue). */
   readonly consumerDeadLetterQueue?: sqs.IQueue;
   readonly relayFunction: nodejs.NodejsFunction;
@@ -223,16 +234,24 @@ export class OutboxRelay extends Construct {
     this.relayServiceName = `${servicePrefix}-relay`;
     this.purgeServiceName = `${servicePrefix}-purge`;
 
+    if (props.destination !== undefined && props.queue !== undefined) {
+      throw new Error("OutboxRelay: set destination or queue, not both");
+    }
     const destination = createDestination(this, {
-      queue: props.queue,
+      target: props.destination ?? props.queue,
+      eventSource: props.eventSource,
       queueEncryptionKey: props.queueEncryptionKey,
       consumerMaxReceiveCount: props.consumerMaxReceiveCount,
       consumerVisibilityTimeout: props.consumerVisibilityTimeout,
       removalPolicy,
     });
-    this.queue = destination.queue;
-    if (destination.consumerDeadLetterQueue !== undefined) {
-      this.consumerDeadLetterQueue = destination.consumerDeadLetterQueue;
+    if (destination.kind === "eventbridge") {
+      this.eventBus = destination.eventBus;
+    } else {
+      this.queue = destination.queue;
+      if (destination.consumerDeadLetterQueue !== undefined) {
+        this.consumerDeadLetterQueue = destination.consumerDeadLetterQueue;
+      }
     }
 
     this.securityGroups = functionSecurityGroups(this, db);
@@ -293,6 +312,9 @@ export class OutboxRelay extends Construct {
       ...(tuning.publishTimeoutMs === undefined ? {} : { publishTimeoutMs: tuning.publishTimeoutMs }),
       ...(tuning.statementTimeoutMs === undefined ? {} : { statementTimeoutMs: tuning.statementTimeoutMs }),
     });
+    if (destination.kind === "eventbridge" && tuning.maxMessageBytes !== undefined) {
+      throw new Error("OutboxRelay relay.maxMessageBytes applies only to a queue: a bus's limit is fixed");
+    }
     const maxMessageBytes = tuning.maxMessageBytes ?? destination.defaultMaxMessageBytes;
     const batchMaxBytes = tuning.batchMaxBytes ?? DEFAULT_BATCH_MAX_BYTES;
     const parallelRounds = tuning.parallelRounds ?? DEFAULT_RELAY_OPTIONS.parallelRounds;
@@ -320,11 +342,12 @@ export class OutboxRelay extends Construct {
     }
     const relayEnv: Record<string, string> = {
       ...this.#databaseEnv(db.secret),
-      OUTBOX_QUEUE_URL: this.queue.queueUrl,
+      ...destination.environment,
       RELAY_MODE: tuning.mode ?? "dwell",
       RELAY_MAX_DURATION_MS: String(timing.maxDurationMs),
       RELAY_BUDGET_MARGIN_MS: String(budgetMarginMs),
-      RELAY_MAX_MESSAGE_BYTES: String(maxMessageBytes),
+      // The queue's limit; a bus's is fixed (the relay refuses RELAY_MAX_MESSAGE_BYTES with a bus).
+      ...(destination.kind === "sqs-fifo" ? { RELAY_MAX_MESSAGE_BYTES: String(maxMessageBytes) } : {}),
       // Always set: the memory below is derived from it.
       RELAY_BATCH_MAX_BYTES: String(batchMaxBytes),
       POWERTOOLS_SERVICE_NAME: this.relayServiceName,
@@ -352,7 +375,10 @@ export class OutboxRelay extends Construct {
     if (props.restrictSendToRelay === true) restrictSendToRelay(destination, relayRole);
     this.relayFunction = outboxFunction(this, "Relay", placement, {
       entry: "functions/relay/handler.ts",
-      description: "Outbox relay: publishes committed outbox rows to SQS FIFO in per-aggregate order",
+      description:
+        destination.kind === "eventbridge"
+          ? "Outbox relay: publishes committed outbox rows to an EventBridge bus, each aggregate's in order"
+          : "Outbox relay: publishes committed outbox rows to SQS FIFO in per-aggregate order",
       role: relayRole,
       logGroup: relayLogs,
       timeout: Duration.seconds(timing.timeoutSeconds),
