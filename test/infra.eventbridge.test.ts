@@ -1,41 +1,20 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { App, Stack } from "aws-cdk-lib";
-import { Match, Template } from "aws-cdk-lib/assertions";
-import * as ec2 from "aws-cdk-lib/aws-ec2";
+import type { Stack } from "aws-cdk-lib";
+import { Match, type Template } from "aws-cdk-lib/assertions";
 import * as events from "aws-cdk-lib/aws-events";
-import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import { describe, expect, it } from "vitest";
-import { OutboxRelay, PROJECT_ROOT } from "../infra/outboxRelay.ts";
-import { asArray, identityStatements, nagFindings } from "./support/template.ts";
-
-type Props = ConstructorParameters<typeof OutboxRelay>[2];
+import {
+  asArray,
+  outboxStack as constructStack,
+  identityStatements,
+  nagFindings,
+} from "./support/template.ts";
 
 const BUS_ARN = "arn:aws:events:eu-west-1:210987654321:event-bus/orders";
-const CDK_CONTEXT = JSON.parse(readFileSync(join(PROJECT_ROOT, "cdk.json"), "utf8")).context;
 
-/** The construct in a stack of its own, against an imported VPC and secret (bundling skipped: template only). */
-function outboxStack(extra: (stack: Stack) => Partial<Props>) {
-  const app = new App({ context: { ...CDK_CONTEXT, "aws:cdk:bundling-stacks": [] } });
-  const stack = new Stack(app, "Orders", { env: { account: "123456789012", region: "eu-west-1" } });
-  const vpc = ec2.Vpc.fromVpcAttributes(stack, "Vpc", {
-    vpcId: "vpc-0123456789abcdef0",
-    availabilityZones: ["eu-west-1a"],
-    privateSubnetIds: ["subnet-0123456789abcdef0"],
-    privateSubnetRouteTableIds: ["rtb-0123456789abcdef0"],
-  });
-  const secret = secretsmanager.Secret.fromSecretCompleteArn(
-    stack,
-    "Secret",
-    "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf",
-  );
-  const relay = new OutboxRelay(stack, "Outbox", {
-    database: { secret, vpc },
-    migrations: false,
-    ...extra(stack),
-  });
-  return { stack, relay, template: Template.fromStack(stack) };
+/** The construct in a stack of its own (account 123456789012), against an imported VPC and secret. */
+function outboxStack(extra: Parameters<typeof constructStack>[0]) {
+  return constructStack(extra, { name: "Orders", env: { account: "123456789012", region: "eu-west-1" } });
 }
 
 function relayEnvironment(template: Template): Record<string, unknown> {

@@ -1,17 +1,14 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { App, Duration, Stack, Validations } from "aws-cdk-lib";
+import { Duration, Stack, Validations } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
 import * as kms from "aws-cdk-lib/aws-kms";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as sns from "aws-cdk-lib/aws-sns";
 import * as sqs from "aws-cdk-lib/aws-sqs";
-import { AwsSolutionsChecks } from "cdk-nag";
 import type { IConstruct } from "constructs";
 import { describe, expect, it } from "vitest";
 import { examplePropsFromContext, OutboxExampleStack } from "../infra/exampleStack.ts";
-import { DEFAULT_MIGRATIONS_DIR, hashMigrations, OutboxRelay, PROJECT_ROOT } from "../infra/outboxRelay.ts";
+import { DEFAULT_MIGRATIONS_DIR, hashMigrations, OutboxRelay } from "../infra/outboxRelay.ts";
 import {
   MIB,
   type RelayTiming,
@@ -19,31 +16,25 @@ import {
   relayTiming,
   silentPeriodsBeforeAlarm,
 } from "../infra/relayTiming.ts";
+import {
+  asArray,
+  identityStatements,
+  nagFindings,
+  newApp,
+  outboxStack,
+  type Resource,
+  resources,
+} from "./support/template.ts";
 
 /**
  * In-process synthesis of the example stack and of the construct on its own. Bundling is skipped here
  * (`aws:cdk:bundling-stacks: []`): these tests look at the template; infra.synth.test.ts runs the real
  * `cdk synth` with esbuild, cfn-lint and the bundled migration handler.
  */
-const CDK_CONTEXT = JSON.parse(readFileSync(join(PROJECT_ROOT, "cdk.json"), "utf8")).context as Record<
-  string,
-  unknown
->;
-
-function newApp(context: Record<string, unknown> = {}): App {
-  return new App({ context: { ...CDK_CONTEXT, "aws:cdk:bundling-stacks": [], ...context } });
-}
-
 function exampleApp(context: Record<string, unknown> = {}) {
   const app = newApp(context);
   const stack = new OutboxExampleStack(app, "Example", examplePropsFromContext(app.node));
   return { app, stack, template: Template.fromStack(stack) };
-}
-
-type Resource = { Type: string; Properties?: Record<string, unknown>; DependsOn?: string[] };
-
-function resources(template: Template, type: string): [string, Resource][] {
-  return Object.entries(template.findResources(type) as Record<string, Resource>);
 }
 
 /** The one resource of `type` whose logical id is `prefix` plus CDK's 8-character hash. */
@@ -52,41 +43,6 @@ function logicalId(template: Template, type: string, prefix: string): string {
   const found = resources(template, type).filter(([id]) => pattern.test(id));
   if (found.length !== 1) throw new Error(`expected one ${type} named ${prefix}*, found ${found.length}`);
   return (found[0] as [string, Resource])[0];
-}
-
-/** Every statement of every identity policy (inline in roles, or AWS::IAM::Policy), with where it came from. */
-function identityStatements(template: Template) {
-  const statements: { source: string; statement: Record<string, unknown> }[] = [];
-  for (const [id, policy] of resources(template, "AWS::IAM::Policy")) {
-    const doc = policy.Properties?.PolicyDocument as { Statement: Record<string, unknown>[] };
-    for (const statement of doc.Statement) statements.push({ source: id, statement });
-  }
-  for (const [id, role] of resources(template, "AWS::IAM::Role")) {
-    for (const inline of (role.Properties?.Policies ?? []) as {
-      PolicyDocument: { Statement: Record<string, unknown>[] };
-    }[]) {
-      for (const statement of inline.PolicyDocument.Statement) statements.push({ source: id, statement });
-    }
-  }
-  return statements;
-}
-
-function asArray<T>(value: T | T[]): T[] {
-  return Array.isArray(value) ? value : [value];
-}
-
-/** cdk-nag's findings, with the acknowledgements honoured (`raw: false`) or ignored (`raw: true`). */
-function nagFindings(scope: IConstruct, raw = false): string[] {
-  const pack = new AwsSolutionsChecks(undefined, { verbose: true });
-  // The pack's acknowledgement check, switched off to see what each acknowledgement is hiding.
-  if (raw) (pack as unknown as { isAcknowledged: () => boolean }).isAcknowledged = () => false;
-  return pack
-    .validateScope(scope)
-    .violations.flatMap((v) =>
-      v.violatingResources.map(
-        (r) => `${v.ruleName} (${v.severity}) at ${r.constructPath}: ${v.description}`,
-      ),
-    );
 }
 
 function acknowledgements(scope: IConstruct): { path: string; id: string; reason: string }[] {
@@ -813,23 +769,7 @@ describe("example stack against an existing database (context values, no lookups
 describe("OutboxRelay construct options", () => {
   type Props = ConstructorParameters<typeof OutboxRelay>[2];
 
-  /** The construct in a stack of its own, against an imported VPC and secret; `extra` may add resources. */
-  function constructStack(extra: (stack: Stack) => Partial<Props> = () => ({})) {
-    const stack = new Stack(newApp(), "Consumer");
-    const vpc = ec2.Vpc.fromVpcAttributes(stack, "Vpc", {
-      vpcId: "vpc-0123456789abcdef0",
-      availabilityZones: ["eu-west-1a"],
-      privateSubnetIds: ["subnet-0123456789abcdef0"],
-      privateSubnetRouteTableIds: ["rtb-0123456789abcdef0"],
-    });
-    const secret = secretsmanager.Secret.fromSecretCompleteArn(
-      stack,
-      "Secret",
-      "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf",
-    );
-    new OutboxRelay(stack, "Outbox", { database: { secret, vpc }, migrations: false, ...extra(stack) });
-    return Template.fromStack(stack);
-  }
+  const constructStack = (extra?: (stack: Stack) => Partial<Props>) => outboxStack(extra).template;
 
   it("publishes to an existing FIFO queue: no queue created, SendMessage on its ARN, 256 KiB messages", () => {
     const template = constructStack((stack) => ({
