@@ -478,6 +478,12 @@ export class OutboxRelay extends Construct {
       this.dashboard = createDashboard(this, subjects, purgeRate, Object.values(this.alarms));
     }
     if (props.consumer !== undefined) {
+      if (this.queue === undefined) {
+        throw new Error(
+          "OutboxRelay: consumer reads the relay's queue; with a bus destination, give the queue a rule targets " +
+            "its own OutboxConsumer (infra/consumer.ts)",
+        );
+      }
       // The created dead-letter queue already has its alarm above.
       this.consumer = new OutboxConsumer(this, "Consumer", {
         alarmTopic: this.alarmTopic,

@@ -162,7 +162,7 @@ describe("OutboxRelay's consumer prop", () => {
       consumer: { entry: ENTRY, projectRoot: PROJECT_ROOT, batchSize: 1 },
     });
     const template = Template.fromStack(stack);
-    const queueId = stack.getLogicalId(relay.queue.node.defaultChild as sqs.CfnQueue);
+    const queueId = stack.getLogicalId(relay.queue?.node.defaultChild as sqs.CfnQueue);
     template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
       BatchSize: 1,
       EventSourceArn: { "Fn::GetAtt": [queueId, "Arn"] },

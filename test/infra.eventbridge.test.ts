@@ -111,5 +111,11 @@ describe("OutboxRelay with an EventBridge bus as its destination", () => {
     expect(() =>
       outboxStack((stack) => ({ destination: bus(stack), relay: { maxMessageBytes: 262_144 } })),
     ).toThrow(/relay.maxMessageBytes applies only to a queue/);
+    expect(() =>
+      outboxStack((stack) => ({
+        destination: bus(stack),
+        consumer: { entry: "test/fixtures/consumerHandler.ts" },
+      })),
+    ).toThrow(/consumer reads the relay's queue; with a bus destination/);
   });
 });
