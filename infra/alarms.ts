@@ -176,7 +176,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       id: "BatchDurationAlarm",
       description:
         "p95 of one relay round (claim, publish, record) is above the threshold in 3 of 5 minutes: SQS or the " +
-        `database is slow. A round over 20 s hits the publish/statement timeouts. ${RUNBOOK}`,
+        `database is slow. A round over 25 s hits the publish/statement timeouts. ${RUNBOOK}`,
       metric: subjects.metric("BatchDuration", "relay", { statistic: "p95", period: MINUTE }),
       threshold: thresholds.batchDurationP95Ms ?? 5000,
       comparison: GREATER_THAN_THRESHOLD,

@@ -36,7 +36,7 @@ export interface RelayTimingInput {
 }
 
 export interface RelayTiming {
-  /** publishTimeout + 2 x statementTimeout: the relay starts a round only if this much is left. */
+  /** publishTimeout + 3 x statementTimeout: the relay starts a round only if this much is left. */
   roundReserveMs: number;
   /** RELAY_MAX_DURATION_MS: how long one invocation dwells. */
   maxDurationMs: number;
@@ -57,13 +57,13 @@ export interface RelayTiming {
  *
  * - Tick k fires at 60k + e(k), e(k) in [0, 60). The next one starts at most 60 + 60 = 120 s later (tick k
  *   early, tick k+1 late), so an invocation must keep starting rounds for 120 s.
- * - A round needs a reserve of 10 + 2 x 5 = 20 s, so an invocation that dwells D seconds starts its last round at
- *   D - 20 s. D = 120 + 20 = 140 s (RELAY_MAX_DURATION_MS). Without the jitter term (D = 80 s), a tick that fires
+ * - A round needs a reserve of 10 + 3 x 5 = 25 s, so an invocation that dwells D seconds starts its last round at
+ *   D - 25 s. D = 120 + 25 = 145 s (RELAY_MAX_DURATION_MS). Without the jitter term (D = 80 s), a tick that fires
  *   at 12:00:01 followed by one at 12:01:59 leaves 58 s in which nobody claims.
  * - The handler stops at min(start + D, deadline - margin). For D to be the binding limit, the timeout is
- *   D + margin + slack = 140 + 5 + 5 = 150 s.
- * - An invocation alive at time t started in (t - 150, t]; its tick was due in (t - 150 - 60, t], a window of
- *   210 s that holds at most ceil(210 / 60) = 4 due times. So at most 4 run at once per target: reserved
+ *   D + margin + slack = 145 + 5 + 5 = 155 s.
+ * - An invocation alive at time t started in (t - 155, t]; its tick was due in (t - 155 - 60, t], a window of
+ *   215 s that holds at most ceil(215 / 60) = 4 due times. So at most 4 run at once per target: reserved
  *   concurrency 4 x relays admits every legal overlap, and anything beyond (someone invoking the relay by hand,
  *   a duplicate delivery) is throttled, which the throttle alarm reports, instead of piling up. Overlap is
  *   safe: rows are claimed with SKIP LOCKED and an aggregate's head is claimed by one relay only.

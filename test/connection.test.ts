@@ -76,15 +76,15 @@ describe("relay configuration from the environment", () => {
   });
 
   it("refuses at cold start a RELAY_MAX_DURATION_MS that cannot fit one round", () => {
-    // Defaults: one round reserves 10,000 + 2 x 5,000 ms.
-    const config = relayConfigFromEnv({ ...base, RELAY_MAX_DURATION_MS: "15000" });
+    // Defaults: one round reserves 10,000 + 3 x 5,000 ms.
+    const config = relayConfigFromEnv({ ...base, RELAY_MAX_DURATION_MS: "20000" });
 
     expect(() => checkMaxDuration(config)).toThrow(ConfigError);
     expect(() => checkMaxDuration(config)).toThrow(
-      /RELAY_MAX_DURATION_MS=15000 cannot fit one round, which reserves 20000 ms/,
+      /RELAY_MAX_DURATION_MS=20000 cannot fit one round, which reserves 25000 ms/,
     );
     expect(() =>
-      checkMaxDuration(relayConfigFromEnv({ ...base, RELAY_MAX_DURATION_MS: "20000" })),
+      checkMaxDuration(relayConfigFromEnv({ ...base, RELAY_MAX_DURATION_MS: "25000" })),
     ).not.toThrow();
   });
 

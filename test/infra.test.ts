@@ -61,11 +61,11 @@ function acknowledgements(scope: IConstruct): { path: string; id: string; reason
 }
 
 describe("relay timing arithmetic", () => {
-  it("sizes a 1-minute schedule at 140 s of dwell, a 150 s timeout and 4 invocations per relay", () => {
+  it("sizes a 1-minute schedule at 145 s of dwell, a 155 s timeout and 4 invocations per relay", () => {
     expect(relayTiming({ scheduleSeconds: 60 })).toEqual({
-      roundReserveMs: 20_000,
-      maxDurationMs: 140_000,
-      timeoutSeconds: 150,
+      roundReserveMs: 25_000,
+      maxDurationMs: 145_000,
+      timeoutSeconds: 155,
       concurrencyPerRelay: 4,
       reservedConcurrency: 4,
       longestTickGapSeconds: 120,
@@ -217,7 +217,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       Runtime: "nodejs24.x",
       Architectures: ["arm64"],
       Handler: "index.handler",
-      Timeout: 150,
+      Timeout: 155,
       ReservedConcurrentExecutions: 4,
       MemorySize: 448,
       VpcConfig: {
@@ -242,7 +242,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           DATABASE_NAME: "app",
           OUTBOX_QUEUE_URL: { Ref: logicalId(template, "AWS::SQS::Queue", "OutboxQueue") },
           RELAY_MODE: "dwell",
-          RELAY_MAX_DURATION_MS: "140000",
+          RELAY_MAX_DURATION_MS: "145000",
           RELAY_BUDGET_MARGIN_MS: "5000",
           RELAY_MAX_MESSAGE_BYTES: "1048576",
           RELAY_BATCH_MAX_BYTES: String(32 * MIB),
@@ -826,11 +826,11 @@ describe("OutboxRelay construct options", () => {
       relay: { publishTimeoutMs: 4_000, statementTimeoutMs: 3_000, mode: "drain", batchSize: 250 },
     }));
     template.hasResourceProperties("AWS::Lambda::Function", {
-      Timeout: 380, // 300 s + 60 s jitter + 10 s round reserve + 5 s margin + 5 s slack
-      ReservedConcurrentExecutions: 2, // ceil((380 + 60) / 300)
+      Timeout: 383, // 300 s + 60 s jitter + 13 s round reserve (4 + 3 x 3) + 5 s margin + 5 s slack
+      ReservedConcurrentExecutions: 2, // ceil((383 + 60) / 300)
       Environment: {
         Variables: Match.objectLike({
-          RELAY_MAX_DURATION_MS: "370000",
+          RELAY_MAX_DURATION_MS: "373000",
           RELAY_MODE: "drain",
           RELAY_BATCH_SIZE: "250",
           RELAY_PUBLISH_TIMEOUT_MS: "4000",

@@ -79,13 +79,13 @@ describe("relay Lambda handler: settings that cannot work fail the invocation", 
     const { handler } = await coldStart({ OUTBOX_QUEUE_URL: queueUrl });
     await enqueue(db.pool, anEvent());
 
-    // One round reserves 500 + 2 x 200 = 900 ms; 1,000 ms minus the 300 ms margin leaves 700.
+    // One round reserves 500 + 3 x 200 = 1,100 ms; 1,000 ms minus the 300 ms margin leaves 700.
     const invocation = handler(scheduledEvent, lambdaContext(1_000));
 
     // A fresh module instance has its own error classes: compare by name.
     await expect(invocation).rejects.toMatchObject({ name: "ConfigError" });
     await expect(invocation).rejects.toThrow(
-      /RELAY_BUDGET_MARGIN_MS=300\) cannot fit one round, which reserves 900 ms .*Lambda timeout to at least 2 s/,
+      /RELAY_BUDGET_MARGIN_MS=300\) cannot fit one round, which reserves 1100 ms .*Lambda timeout to at least 2 s/,
     );
   });
 

@@ -115,7 +115,7 @@ export function relayCommand(): Command {
       if (invocationMs < reserveMs + 5_000) {
         throw new CliError(
           `--invocation-seconds ${flags.invocationSeconds} leaves no time for a round: one round reserves ` +
-            `${reserveMs} ms (RELAY_PUBLISH_TIMEOUT_MS + 2 x RELAY_STATEMENT_TIMEOUT_MS)`,
+            `${reserveMs} ms (RELAY_PUBLISH_TIMEOUT_MS + 3 x RELAY_STATEMENT_TIMEOUT_MS)`,
           EXIT_USAGE,
         );
       }

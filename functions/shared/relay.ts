@@ -138,9 +138,13 @@ export function validateRelayOptions(options: RelayOptions): RelayOptions {
   return options;
 }
 
-/** Time one round may need from claim to commit; no round starts with less than this left. */
+/**
+ * Time one round may need from claim to commit; no round starts with less than this left. A round is three
+ * statements (claim, load payloads, record; each under statement_timeout) around one publish (under the publish
+ * timeout); BEGIN, SET and COMMIT are cheap and fall within the Lambda budget margin.
+ */
 export function roundReserveMs(options: RelayOptions): number {
-  return options.publishTimeoutMs + 2 * options.statementTimeoutMs;
+  return options.publishTimeoutMs + 3 * options.statementTimeoutMs;
 }
 
 /**

@@ -26,7 +26,7 @@ export function invocationDeadline(config: RelayConfig, now: number, remainingMs
       `the invocation's time budget (${budget} ms: ${remainingMs} ms left of the Lambda timeout minus ` +
         `RELAY_BUDGET_MARGIN_MS=${config.budgetMarginMs}` +
         `${config.maxDurationMs === undefined ? "" : `, capped by RELAY_MAX_DURATION_MS=${config.maxDurationMs}`}) ` +
-        `cannot fit one round, which reserves ${reserve} ms (RELAY_PUBLISH_TIMEOUT_MS + 2 x ` +
+        `cannot fit one round, which reserves ${reserve} ms (RELAY_PUBLISH_TIMEOUT_MS + 3 x ` +
         `RELAY_STATEMENT_TIMEOUT_MS): set the Lambda timeout to at least ${minimumTimeoutS} s` +
         `${config.maxDurationMs === undefined ? "" : ` and RELAY_MAX_DURATION_MS to at least ${reserve}`}, ` +
         "or lower those timeouts",
@@ -41,7 +41,7 @@ export function checkMaxDuration(config: RelayConfig): void {
   if (config.maxDurationMs !== undefined && config.maxDurationMs < reserve) {
     throw new ConfigError(
       `RELAY_MAX_DURATION_MS=${config.maxDurationMs} cannot fit one round, which reserves ${reserve} ms ` +
-        "(RELAY_PUBLISH_TIMEOUT_MS + 2 x RELAY_STATEMENT_TIMEOUT_MS): raise it or lower those timeouts",
+        "(RELAY_PUBLISH_TIMEOUT_MS + 3 x RELAY_STATEMENT_TIMEOUT_MS): raise it or lower those timeouts",
     );
   }
 }

@@ -36,7 +36,7 @@ const CATCH_UP_TIMEOUT_MS = 60_000;
 const LIVE_WINDOW_SECONDS = 5;
 /**
  * One relay "invocation", like a scheduled Lambda with a 60 s timeout: with the default timeouts a round reserves
- * 20 s (publish + 2 x statement timeout), so each invocation dwells for 40 s and the next one starts at once.
+ * 25 s (publish + 3 x statement timeout), so each invocation dwells for 35 s and the next one starts at once.
  */
 const RELAY_INVOCATION_SECONDS = 60;
 

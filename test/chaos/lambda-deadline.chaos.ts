@@ -7,8 +7,8 @@ const INVOCATIONS = 6;
 
 /**
  * Lambda-like invocations of 3 s (the worker SIGKILLs itself if one overruns, as Lambda resets a runtime), with
- * publish timeout 600 ms and statement timeout 300 ms: a round needs a 1.2 s reserve, so each invocation claims
- * for about 1.3 s and then must stop mid-backlog. SQS answers in 0-60 ms, so rounds are in flight when the
+ * publish timeout 600 ms and statement timeout 300 ms: a round needs a 1.5 s reserve (600 + 3 x 300), so each
+ * invocation claims for about 1.3 s and then must stop mid-backlog. SQS answers in 0-60 ms, so rounds are in flight when the
  * budget runs out.
  */
 it("repeated short Lambda invocations end at their deadline mid-backlog: no overrun, nothing lost, no re-sends", async () => {
