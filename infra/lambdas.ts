@@ -1,16 +1,15 @@
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Duration, type RemovalPolicy, Stack, Validations } from "aws-cdk-lib";
 import type * as ec2 from "aws-cdk-lib/aws-ec2";
 import * as iam from "aws-cdk-lib/aws-iam";
 import * as kms from "aws-cdk-lib/aws-kms";
 import * as lambda from "aws-cdk-lib/aws-lambda";
-import * as nodejs from "aws-cdk-lib/aws-lambda-nodejs";
 import * as logs from "aws-cdk-lib/aws-logs";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct } from "constructs";
+import { LAMBDA_HANDLER, type OutboxLambda, outboxLambdaCode } from "./lambdaCode.ts";
 
-/** The repository root: entries, lock file and migrations are found from here, whatever the working directory. */
+/** The repository root (in a checkout): where the tests find cdk.json. */
 export const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 /** Where and how the construct's Lambdas run and log. */
@@ -106,7 +105,8 @@ export function grantSecretRead(scope: Construct, role: iam.Role, secret: secret
 }
 
 export interface OutboxFunctionOptions {
-  entry: string;
+  /** Which of the construct's Lambdas: its code comes from lambdaCode.ts. */
+  code: OutboxLambda;
   description: string;
   role: iam.Role;
   logGroup: logs.LogGroup;
@@ -114,23 +114,24 @@ export interface OutboxFunctionOptions {
   memorySize: number;
   environment: Record<string, string>;
   reservedConcurrency?: number | undefined;
-  /** A folder copied beside the bundle as `migrations/` (the migrate handler's defaultMigrationsDir()). */
-  copyMigrationsFrom?: string;
+  /** Migrations to ship beside the migrate bundle instead of the package's (its defaultMigrationsDir()). */
+  migrationsDir?: string;
 }
 
-/** One of the construct's Lambdas: Node 24 on Graviton, in the VPC, bundled by the local esbuild. */
+/** One of the construct's Lambdas: Node 24 on Graviton, in the VPC, prebuilt or bundled from source. */
 export function outboxFunction(
   scope: Construct,
   name: string,
   placement: FunctionPlacement,
   options: OutboxFunctionOptions,
-): nodejs.NodejsFunction {
-  const copy = options.copyMigrationsFrom;
-  return new nodejs.NodejsFunction(scope, `${name}Function`, {
-    entry: join(PROJECT_ROOT, options.entry),
-    handler: "handler",
-    projectRoot: PROJECT_ROOT,
-    depsLockFilePath: join(PROJECT_ROOT, "package-lock.json"),
+): lambda.Function {
+  return new lambda.Function(scope, `${name}Function`, {
+    // Prebuilt in the package, bundled from functions/ in this repository (lambdaCode.ts).
+    code: outboxLambdaCode(
+      options.code,
+      options.migrationsDir === undefined ? {} : { migrationsDir: options.migrationsDir },
+    ),
+    handler: LAMBDA_HANDLER,
     description: options.description,
     runtime: lambda.Runtime.NODEJS_24_X,
     // Graviton: about 20% cheaper per GB-second than x86, and nothing here is native code.
@@ -151,40 +152,5 @@ export function outboxFunction(
     vpc: placement.vpc,
     ...(placement.vpcSubnets === undefined ? {} : { vpcSubnets: placement.vpcSubnets }),
     securityGroups: placement.securityGroups,
-    bundling: {
-      // Local esbuild from node_modules, never Docker (none runs on the build machines).
-      forceDockerBundling: false,
-      format: nodejs.OutputFormat.ESM,
-      target: "node24",
-      mainFields: ["module", "main"],
-      minify: true,
-      sourceMap: true,
-      sourcesContent: false,
-      // ESM output for CommonJS dependencies (pg): give them a `require`.
-      banner:
-        "import { createRequire as __outboxCreateRequire } from 'node:module'; " +
-        "const require = __outboxCreateRequire(import.meta.url);",
-      // The SDK is bundled at the versions package-lock.json pins rather than taken from the runtime, whose copy
-      // changes under us when AWS updates it: what the tests ran is what runs. Minified and tree-shaken it adds
-      // ~400 KB (the relay bundle is ~450 KB), and a bundled SDK starts no slower than the runtime's.
-      bundleAwsSDK: true,
-      ...(copy === undefined
-        ? {}
-        : {
-            commandHooks: {
-              beforeBundling: () => [],
-              beforeInstall: () => [],
-              // The outbox's own files only: migrations/inbox/ belongs to consumers' databases.
-              afterBundling: (_inputDir: string, outputDir: string) => [
-                `mkdir -p ${shellQuote(join(outputDir, "migrations"))}`,
-                `cp ${shellQuote(copy)}/*.sql ${shellQuote(join(outputDir, "migrations"))}/`,
-              ],
-            },
-          }),
-    },
   });
-}
-
-function shellQuote(value: string): string {
-  return `'${value.replaceAll("'", "'\\''")}'`;
 }

@@ -4,15 +4,15 @@ import { join } from "node:path";
 import { CustomResource, Duration, Stack, Validations } from "aws-cdk-lib";
 import * as iam from "aws-cdk-lib/aws-iam";
 import type * as lambda from "aws-cdk-lib/aws-lambda";
-import type * as nodejs from "aws-cdk-lib/aws-lambda-nodejs";
 import * as cr from "aws-cdk-lib/custom-resources";
 import type { Construct, IDependable } from "constructs";
-import { type FunctionPlacement, logGroup, logsPolicy, PROJECT_ROOT } from "./lambdas.ts";
+import { DEFAULT_MIGRATIONS_DIR } from "./lambdaCode.ts";
+import { type FunctionPlacement, logGroup, logsPolicy } from "./lambdas.ts";
 
-export const DEFAULT_MIGRATIONS_DIR = join(PROJECT_ROOT, "migrations");
+export { DEFAULT_MIGRATIONS_DIR };
 
 export interface MigrationsResourceProps {
-  migrateFunction: nodejs.NodejsFunction;
+  migrateFunction: lambda.Function;
   migrationsDir: string;
   /** What identifies the database the migrations run against: a change re-runs them there. */
   database: { secretArn: string; name: string; identity: string };

@@ -5,7 +5,7 @@ import type * as ec2 from "aws-cdk-lib/aws-ec2";
 import type * as events from "aws-cdk-lib/aws-events";
 import * as iam from "aws-cdk-lib/aws-iam";
 import * as kms from "aws-cdk-lib/aws-kms";
-import type * as nodejs from "aws-cdk-lib/aws-lambda-nodejs";
+import type * as lambda from "aws-cdk-lib/aws-lambda";
 import * as logs from "aws-cdk-lib/aws-logs";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as sns from "aws-cdk-lib/aws-sns";
@@ -202,9 +202,9 @@ export class OutboxRelay extends Construct {
   readonly eventBus?: events.IEventBus;
   /** The dead-letter queue of the created queue's consumers (undefined for an existing queue). */
   readonly consumerDeadLetterQueue?: sqs.IQueue;
-  readonly relayFunction: nodejs.NodejsFunction;
-  readonly purgeFunction: nodejs.NodejsFunction;
-  readonly migrateFunction?: nodejs.NodejsFunction;
+  readonly relayFunction: lambda.Function;
+  readonly purgeFunction: lambda.Function;
+  readonly migrateFunction?: lambda.Function;
   /** The migrations custom resource; the relay and purge functions and their schedules are created after it. */
   readonly migrations?: CustomResource;
   /** The EventBridge rules that start the relay(s), the purge, and the purge's snapshot-only runs. */
@@ -270,7 +270,7 @@ export class OutboxRelay extends Construct {
       const { role, logGroup } = executionRole(this, "Migrate", placement);
       grantSecretRead(this, role, migrationSecret);
       this.migrateFunction = outboxFunction(this, "Migrate", placement, {
-        entry: "functions/migrate/handler.ts",
+        code: "migrate",
         description: "Outbox migrations: applies migrations/*.sql at deploy time (custom resource)",
         role,
         logGroup,
@@ -283,7 +283,7 @@ export class OutboxRelay extends Construct {
           POWERTOOLS_SERVICE_NAME: `${servicePrefix}-migrate`,
         },
         // defaultMigrationsDir() looks for ./migrations beside the bundle (index.mjs).
-        copyMigrationsFrom: migrationsDir,
+        migrationsDir,
       });
       this.migrations = migrationsResource(this, {
         migrateFunction: this.migrateFunction,
@@ -374,7 +374,7 @@ export class OutboxRelay extends Construct {
     grantRelayPublish(destination, relayRole);
     if (props.restrictSendToRelay === true) restrictSendToRelay(destination, relayRole);
     this.relayFunction = outboxFunction(this, "Relay", placement, {
-      entry: "functions/relay/handler.ts",
+      code: "relay",
       description:
         destination.kind === "eventbridge"
           ? "Outbox relay: publishes committed outbox rows to an EventBridge bus, each aggregate's in order"
@@ -415,7 +415,7 @@ export class OutboxRelay extends Construct {
     const { role: purgeRole, logGroup: purgeLogs } = executionRole(this, "Purge", placement);
     grantSecretRead(this, purgeRole, db.secret);
     this.purgeFunction = outboxFunction(this, "Purge", placement, {
-      entry: "functions/purge/handler.ts",
+      code: "purge",
       description: "Outbox purge: reports the outbox's backlog metrics and deletes old published rows",
       role: purgeRole,
       logGroup: purgeLogs,

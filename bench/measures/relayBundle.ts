@@ -1,10 +1,10 @@
 import { spawn } from "node:child_process";
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { pathToFileURL } from "node:url";
 import { gzipSync } from "node:zlib";
-import { build } from "esbuild";
+import { BUNDLE_FILE, buildLambda } from "../../scripts/lambdaBundles.ts";
 import { median } from "../lib/stats.ts";
 
 export interface RelayBundle {
@@ -18,42 +18,25 @@ export interface RelayBundle {
   samples: number;
 }
 
-const HANDLER = fileURLToPath(new URL("../../functions/relay/handler.ts", import.meta.url));
 const COLD_STARTS = 7;
 
 /**
- * The relay Lambda's bundle as infra/ builds it (esbuild: ESM, node24, minified, module-first main fields,
- * the AWS SDK bundled, a createRequire banner for pg's CommonJS, external source map) and its cold start:
- * a fresh `node --enable-source-maps` (the Lambda's NODE_OPTIONS) importing it with the env the handler
- * reads at init. esbuild resolves the `#shared/*` alias from package.json "imports" by itself.
+ * The relay Lambda's bundle, built as the package's prebuilt code is (scripts/lambdaBundles.ts), and its cold
+ * start: a fresh `node --enable-source-maps` (the Lambda's NODE_OPTIONS) importing it with the env the handler
+ * reads at init.
  */
 export async function measureRelayBundle(env: Record<string, string>): Promise<RelayBundle> {
   const dir = await mkdtemp(join(tmpdir(), "relay-bundle-"));
   try {
-    const outfile = join(dir, "index.mjs");
-    await build({
-      entryPoints: [HANDLER],
-      outfile,
-      bundle: true,
-      platform: "node",
-      format: "esm",
-      target: "node24",
-      mainFields: ["module", "main"],
-      minify: true,
-      sourcemap: "external",
-      sourcesContent: false,
-      banner: {
-        js: "import { createRequire as __outboxCreateRequire } from 'node:module'; const require = __outboxCreateRequire(import.meta.url);",
-      },
-      logLevel: "error",
-    });
+    const built = await buildLambda("relay", dir);
+    const outfile = join(built.dir, BUNDLE_FILE);
     const code = await readFile(outfile);
     const starts: { importMs: number; readyMs: number }[] = [];
     for (let i = 0; i < COLD_STARTS; i++) starts.push(await coldStart(outfile, env));
     return {
       bytes: code.length,
       gzipBytes: gzipSync(code).length,
-      sourceMapBytes: (await stat(`${outfile}.map`)).size,
+      sourceMapBytes: built.sourceMapBytes,
       importMs: median(starts.map((start) => start.importMs)),
       processToReadyMs: median(starts.map((start) => start.readyMs)),
       samples: COLD_STARTS,
