@@ -63,7 +63,44 @@ describe("the published package", () => {
       ...Object.values(pkg.bin as Record<string, string>),
     ].map((target: string) => target.replace(/^\.\//, ""));
     expect(targets.length).toBeGreaterThan(4);
-    for (const target of targets) expect(files, target).toContain(target);
+    for (const target of targets) {
+      // A subpath pattern ("./migrations/*.sql") must match at least one file.
+      if (target.includes("*")) {
+        const [before, after] = target.split("*") as [string, string];
+        expect(
+          files.some((path) => path.startsWith(before) && path.endsWith(after)),
+          target,
+        ).toBe(true);
+      } else {
+        expect(files, target).toContain(target);
+      }
+    }
+  });
+
+  it("holds the prebuilt Lambda code and the compiled construct, but not the example app", () => {
+    for (const name of ["relay", "purge", "migrate"]) {
+      expect(files).toContain(`dist/lambda/${name}/index.mjs`);
+      expect(files).toContain(`dist/lambda/${name}/index.mjs.map`);
+      // A Lambda's folder is its whole code asset: nothing else goes in it.
+      const extra = files.filter(
+        (path) =>
+          path.startsWith(`dist/lambda/${name}/`) &&
+          !path.endsWith("/index.mjs") &&
+          !path.endsWith("/index.mjs.map") &&
+          !(name === "migrate" && /^dist\/lambda\/migrate\/migrations\/[^/]+\.sql$/.test(path)),
+      );
+      expect(extra, name).toEqual([]);
+    }
+    const migrations = readdirSync(new URL("../migrations/", import.meta.url)).filter((f) =>
+      f.endsWith(".sql"),
+    );
+    for (const name of migrations) expect(files).toContain(`dist/lambda/migrate/migrations/${name}`);
+    expect(files).toEqual(
+      expect.arrayContaining(["dist/infra/outboxRelay.js", "dist/infra/outboxRelay.d.ts"]),
+    );
+    expect(
+      files.filter((path) => /^dist\/(infra\/(app|exampleStack)\.|scripts\/|bench\/|local\/)/.test(path)),
+    ).toEqual([]);
   });
 
   it("holds every migration, and no tests, bench, local tooling, TypeScript sources or CI files", () => {
