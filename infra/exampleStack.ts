@@ -123,7 +123,7 @@ export class OutboxExampleStack extends Stack {
     if (this.outbox.alarmTopic !== undefined) {
       new CfnOutput(this, "AlarmTopicArn", { value: this.outbox.alarmTopic.topicArn });
     }
-    new CfnOutput(this, "DatabaseSecretArn", { value: database.secret.secretArn });
+    new CfnOutput(this, "DatabaseSecretArn", { value: this.outbox.databaseSecret.secretArn });
     if (this.cluster !== undefined) {
       new CfnOutput(this, "DatabaseEndpoint", { value: this.cluster.clusterEndpoint.socketAddress });
     }

@@ -7,6 +7,7 @@ import * as iam from "aws-cdk-lib/aws-iam";
 import * as kms from "aws-cdk-lib/aws-kms";
 import type * as lambda from "aws-cdk-lib/aws-lambda";
 import * as logs from "aws-cdk-lib/aws-logs";
+import type * as rds from "aws-cdk-lib/aws-rds";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as sns from "aws-cdk-lib/aws-sns";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
@@ -16,6 +17,7 @@ import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay.ts";
 import { createAlarms, type OutboxAlarmThresholds } from "./alarms.ts";
 import { OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 import { createDashboard } from "./dashboard.ts";
+import { type ResolvedDatabase, resolveDatabase } from "./database.ts";
 import {
   createDestination,
   grantRelayPublish,
@@ -43,8 +45,19 @@ import { dropStaleTicks, purgeRules, relayRule } from "./schedules.ts";
 export { DEFAULT_MIGRATIONS_DIR, hashMigrations, PROJECT_ROOT, SQS_MAX_MESSAGE_BYTES };
 
 export interface OutboxDatabaseProps {
-  /** Secrets Manager secret in the RDS format (username, password, host, port, dbname). Read, never copied. */
-  readonly secret: secretsmanager.ISecret;
+  /**
+   * Your Aurora cluster, created in this app or imported (`DatabaseCluster.fromDatabaseClusterAttributes`): its
+   * port is opened to the Lambdas, the migrations wait for it, and its secret is the default `secret`.
+   */
+  readonly cluster?: rds.IDatabaseCluster;
+  /** Your RDS instance instead of a cluster, with the same meaning. */
+  readonly instance?: rds.IDatabaseInstance;
+  /**
+   * Secrets Manager secret with the credentials: the RDS format (username, password, host, port, dbname) or a
+   * `postgres://` URL. Read at run time, never copied. Default: the `cluster`'s or `instance`'s secret (a
+   * generated one, or the `secret` attribute of an imported one).
+   */
+  readonly secret?: secretsmanager.ISecret;
   /** Database name; default: the secret's `dbname`, else `postgres`. */
   readonly databaseName?: string;
   /** The database's VPC; the Lambdas run in it. */
@@ -52,8 +65,9 @@ export interface OutboxDatabaseProps {
   /** Subnets for the Lambdas; they need a route to SQS and Secrets Manager (NAT or VPC endpoints). */
   readonly vpcSubnets?: ec2.SubnetSelection;
   /**
-   * The database (a cluster, instance, proxy, or `new ec2.Connections({ securityGroups, defaultPort })`): its
-   * default port is opened to the Lambdas' security group. Omit it when `securityGroups` already get in.
+   * Instead of `cluster` or `instance`: the database as a proxy or `new ec2.Connections({ securityGroups,
+   * defaultPort })`; its default port is opened to the Lambdas' security group. Omit all three when
+   * `securityGroups` already get in.
    */
   readonly connections?: ec2.IConnectable;
   /** Security groups for the Lambdas instead of the one this construct creates (e.g. one the database trusts). */
@@ -65,7 +79,7 @@ export interface OutboxDatabaseProps {
   readonly vpcEndpoints?: ec2.IConnectable[];
   /** Secret used only by the deploy-time migrations, when the relay's user may not run DDL; default `secret`. */
   readonly migrationSecret?: secretsmanager.ISecret;
-  /** What must be ready before migrations run: the cluster and its writer instance, say. */
+  /** What must be ready before migrations run. Default: the `cluster` (with its instances) or `instance`. */
   readonly readiness?: IDependable[];
   /**
    * What identifies the database beyond its secret (e.g. `cluster.clusterResourceIdentifier`): a change re-runs
@@ -221,12 +235,19 @@ export class OutboxRelay extends Construct {
   readonly relayServiceName: string;
   readonly purgeServiceName: string;
 
+  /** The secret the Lambdas read the database credentials from (given, or the cluster's or instance's). */
+  readonly databaseSecret: secretsmanager.ISecret;
+
   readonly #props: OutboxRelayProps;
+  readonly #database: ResolvedDatabase;
 
   constructor(scope: Construct, id: string, props: OutboxRelayProps) {
     super(scope, id);
     this.#props = props;
     const db = props.database;
+    const database = resolveDatabase(db);
+    this.#database = database;
+    this.databaseSecret = database.secret;
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
     const servicePrefix = props.serviceName ?? defaultServicePrefix(this);
     this.metricsNamespace = props.metricsNamespace ?? DEFAULT_METRICS_NAMESPACE;
@@ -254,7 +275,7 @@ export class OutboxRelay extends Construct {
       }
     }
 
-    this.securityGroups = functionSecurityGroups(this, db);
+    this.securityGroups = functionSecurityGroups(this, { ...db, connections: database.connections });
     const placement: FunctionPlacement = {
       vpc: db.vpc,
       vpcSubnets: db.vpcSubnets,
@@ -266,7 +287,7 @@ export class OutboxRelay extends Construct {
     // --- Migrations first: everything that touches the outbox depends on them -----------------------------------
     if (props.migrations ?? true) {
       const migrationsDir = props.migrationsDir ?? DEFAULT_MIGRATIONS_DIR;
-      const migrationSecret = db.migrationSecret ?? db.secret;
+      const migrationSecret = db.migrationSecret ?? database.secret;
       const { role, logGroup } = executionRole(this, "Migrate", placement);
       grantSecretRead(this, role, migrationSecret);
       this.migrateFunction = outboxFunction(this, "Migrate", placement, {
@@ -295,7 +316,7 @@ export class OutboxRelay extends Construct {
         },
         schema: props.outboxSchema ?? "",
         table: props.outboxTable ?? "",
-        readiness: db.readiness ?? [],
+        readiness: database.readiness,
         placement,
       });
     }
@@ -341,7 +362,7 @@ export class OutboxRelay extends Construct {
       );
     }
     const relayEnv: Record<string, string> = {
-      ...this.#databaseEnv(db.secret),
+      ...this.#databaseEnv(database.secret),
       ...destination.environment,
       RELAY_MODE: tuning.mode ?? "dwell",
       RELAY_MAX_DURATION_MS: String(timing.maxDurationMs),
@@ -370,7 +391,7 @@ export class OutboxRelay extends Construct {
     for (const [name, value] of optional) if (value !== undefined) relayEnv[name] = String(value);
 
     const { role: relayRole, logGroup: relayLogs } = executionRole(this, "Relay", placement);
-    grantSecretRead(this, relayRole, db.secret);
+    grantSecretRead(this, relayRole, database.secret);
     grantRelayPublish(destination, relayRole);
     if (props.restrictSendToRelay === true) restrictSendToRelay(destination, relayRole);
     this.relayFunction = outboxFunction(this, "Relay", placement, {
@@ -397,7 +418,7 @@ export class OutboxRelay extends Construct {
     const purgeRate = wholeMinutes(purge.schedule ?? Duration.hours(1), "purge.schedule");
     const metricsRate = wholeMinutes(purge.metricsSchedule ?? Duration.minutes(1), "purge.metricsSchedule");
     const purgeEnv: Record<string, string> = {
-      ...this.#databaseEnv(db.secret),
+      ...this.#databaseEnv(database.secret),
       PURGE_RETENTION_HOURS: String(wholeHours(purge.retention ?? Duration.hours(168), "purge.retention")),
       PURGE_BATCH_SIZE: String(purge.batchSize ?? 5000),
       PURGE_BUDGET_MARGIN_MS: String(purge.budgetMarginMs ?? 10_000),
@@ -413,7 +434,7 @@ export class OutboxRelay extends Construct {
       checkIntegerOption("OutboxRelay purge.reservedConcurrency", purge.reservedConcurrency, 1, 1000);
     }
     const { role: purgeRole, logGroup: purgeLogs } = executionRole(this, "Purge", placement);
-    grantSecretRead(this, purgeRole, db.secret);
+    grantSecretRead(this, purgeRole, database.secret);
     this.purgeFunction = outboxFunction(this, "Purge", placement, {
       code: "purge",
       description: "Outbox purge: reports the outbox's backlog metrics and deletes old published rows",
@@ -491,6 +512,23 @@ export class OutboxRelay extends Construct {
         queue: this.queue,
       });
     }
+  }
+
+  /**
+   * Lets a producer (a Lambda, an ECS service, anything with security groups) reach the database's port, where
+   * it writes its rows and their outbox events. That is all AWS can grant: the INSERT itself is authorized by the
+   * producer's own database user (docs/deploy.md#producers lists the SQL privileges), not by the relay's secret.
+   * Needs the database as `cluster`, `instance` or `connections`.
+   */
+  grantEnqueue(producer: ec2.IConnectable): void {
+    const database = this.#database.connections;
+    if (database === undefined) {
+      throw new Error(
+        "OutboxRelay.grantEnqueue: the construct does not know the database's security groups; give " +
+          "database.cluster, database.instance or database.connections",
+      );
+    }
+    database.connections.allowDefaultPortFrom(producer, "Outbox producer to the database");
   }
 
   /** One of the construct's EMF metrics, with the `service` dimension Powertools adds. */

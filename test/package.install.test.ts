@@ -1,4 +1,5 @@
 import { execFileSync, type SpawnSyncReturns, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import {
   chmodSync,
   copyFileSync,
@@ -14,7 +15,8 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createEmptyDatabase } from "./support/db.ts";
 
 /**
@@ -181,6 +183,20 @@ describe("the packed tarball, installed in an app outside the repository", () =>
       expect(types, created).not.toContain(created);
     }
     expect(types.filter((type) => type === "AWS::Lambda::Function").length).toBeGreaterThanOrEqual(3);
+    // The imported cluster's security group admits the Lambdas' group and, by grantEnqueue, the service's.
+    const ingress = Object.values(template.Resources)
+      .filter((resource) => resource.Type === "AWS::EC2::SecurityGroupIngress")
+      .map((resource) => resource.Properties ?? {})
+      .filter((rule) => rule.GroupId === "sg-0a1b2c3d4e5f67890");
+    expect(ingress).toEqual([
+      expect.objectContaining({
+        FromPort: 5432,
+        SourceSecurityGroupId: {
+          "Fn::GetAtt": [expect.stringMatching(/^OutboxFunctionsSecurityGroup/), "GroupId"],
+        },
+      }),
+      expect.objectContaining({ FromPort: 5432, SourceSecurityGroupId: "sg-0c1d2e3f4a5b67890" }),
+    ]);
   });
 
   it("deploys the package's prebuilt bundles, byte for byte", () => {
@@ -252,15 +268,20 @@ describe("the packed tarball, installed in an app outside the repository", () =>
 });
 
 describe("the write API from the installed package, in plain ESM JavaScript", () => {
+  // Roles belong to the server, not to a database: a name of this run's own, dropped after the database.
+  const producerRole = `orders_service_${randomBytes(4).toString("hex")}`;
+  const producerGrants = readFileSync(join(EXAMPLES, "producerGrants.sql"), "utf8");
   let database: Awaited<ReturnType<typeof createEmptyDatabase>>;
   beforeAll(async () => {
     database = await createEmptyDatabase();
+    await serverQuery(`create role ${producerRole} login password 'producer'`);
   });
   afterAll(async () => {
     await database?.drop();
+    await serverQuery(`drop role if exists ${producerRole}`);
   });
 
-  it("migrates with the shipped .sql files and enqueues with the README's producer, loading no CDK module", () => {
+  it("migrates with the shipped .sql files; the README's producer enqueues with the documented privileges only, loading no CDK module", () => {
     // Every module the process resolves, through the synchronous hooks (they see both import and require).
     writeFileSync(
       join(app, "trace.mjs"),
@@ -271,24 +292,34 @@ registerHooks({ resolve(specifier, context, next) { const result = next(specifie
 process.on("exit", () => writeFileSync(process.env.TRACE_FILE, JSON.stringify(resolved)));
 `,
     );
+    // As an operator would: migrate as the admin, then give the service's own user the privileges docs/deploy.md
+    // lists (docs/examples/producerGrants.sql) and nothing more; the README's producer runs as that user.
     writeFileSync(
       join(app, "producerRun.mjs"),
       `import pg from "pg";
 import { migrate } from "${PACKAGE}/migrations";
-import { placeOrder } from "./producer.js";
 
-const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
-const migrated = await migrate(pool);
-await pool.query("create table orders (id bigint generated always as identity primary key, customer text not null, total int not null)");
+const admin = new pg.Pool({ connectionString: process.env.ADMIN_URL });
+const migrated = await migrate(admin);
+await admin.query("create table orders (id bigint generated always as identity primary key, customer text not null, total int not null)");
+await admin.query("grant insert, select on orders to ${producerRole}");
+await admin.query(process.env.PRODUCER_GRANTS);
+process.env.DATABASE_URL = process.env.PRODUCER_URL;
+const { placeOrder } = await import("./producer.js");
 const orderId = await placeOrder("c-7", 4200);
-const { rows } = await pool.query("select aggregate_id, event_type, payload from outbox_events");
+const { rows } = await admin.query("select aggregate_id, event_type, payload from outbox_events");
 console.log("RESULT " + JSON.stringify({ migrated, orderId, rows, sql: import.meta.resolve("${PACKAGE}/migrations/0001_outbox_events.sql") }));
 process.exit(0);
 `,
     );
     const traceFile = join(scratch, "resolved.json");
+    const producerUrl = new URL(database.url);
+    producerUrl.username = producerRole;
+    producerUrl.password = "producer";
     const child = run(process.execPath, ["--import", "./trace.mjs", "producerRun.mjs"], {
-      DATABASE_URL: database.url,
+      ADMIN_URL: database.url,
+      PRODUCER_URL: producerUrl.toString(),
+      PRODUCER_GRANTS: producerGrants.replaceAll("orders_service", producerRole),
       TRACE_FILE: traceFile,
     });
     expect(child.status, child.stderr).toBe(0);
@@ -319,10 +350,27 @@ process.exit(0);
   });
 });
 
-describe("README", () => {
-  it("shows the tested stack and producer verbatim", () => {
+describe("the docs show the tested code verbatim", () => {
+  const block = (language: string, file: string) =>
+    `\`\`\`${language}\n${readFileSync(join(EXAMPLES, file), "utf8")}\`\`\``;
+  it("README: the stack and the producer", () => {
     const readme = readFileSync(join(REPOSITORY, "README.md"), "utf8");
-    expect(readme).toContain(`\`\`\`ts\n${readFileSync(join(EXAMPLES, "ordersStack.ts"), "utf8")}\`\`\``);
-    expect(readme).toContain(`\`\`\`js\n${readFileSync(join(EXAMPLES, "producer.js"), "utf8")}\`\`\``);
+    expect(readme).toContain(block("ts", "ordersStack.ts"));
+    expect(readme).toContain(block("js", "producer.js"));
+  });
+  it("docs/deploy.md: the producer's privileges", () => {
+    expect(readFileSync(join(REPOSITORY, "docs", "deploy.md"), "utf8")).toContain(
+      block("sql", "producerGrants.sql"),
+    );
   });
 });
+
+async function serverQuery(sql: string) {
+  const client = new pg.Client({ connectionString: inject("pgUrl") });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}

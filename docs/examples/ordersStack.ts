@@ -44,9 +44,16 @@ export class OrdersStack extends Stack {
     );
 
     this.outbox = new OutboxRelay(this, "Outbox", {
-      database: { secret, databaseName: "orders", vpc, connections: cluster },
+      database: { vpc, cluster, secret, databaseName: "orders" },
       queue,
       alarms: { topic: alarmTopic },
     });
+    // The service that writes orders and their events: the database's port opens to its security group.
+    const ordersService = ec2.SecurityGroup.fromSecurityGroupId(
+      this,
+      "OrdersService",
+      "sg-0c1d2e3f4a5b67890",
+    );
+    this.outbox.grantEnqueue(ordersService);
   }
 }
