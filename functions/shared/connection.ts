@@ -124,6 +124,9 @@ export class SecretCache {
     const { SecretString } = await this.#client.send(
       new GetSecretValueCommand({ SecretId: this.#secretArn }),
     );
+    // A secret that holds a connection URL (how many services keep their DATABASE_URL) instead of the RDS JSON.
+    if (/^postgres(ql)?:\/\//.test(SecretString ?? ""))
+      return rdsSecretFromUrl(SecretString ?? "", this.#secretArn);
     let secret: Partial<RdsSecret>;
     try {
       secret = JSON.parse(SecretString ?? "");
@@ -137,6 +140,34 @@ export class SecretCache {
     }
     return secret as RdsSecret;
   }
+}
+
+/**
+ * The RDS fields of a `postgres://user:password@host:port/dbname` secret. Its query parameters (sslmode) are not
+ * read: TLS is DATABASE_SSLMODE's, as for an RDS-format secret. Errors never quote the value: it holds a password.
+ */
+function rdsSecretFromUrl(value: string, secretArn: string): RdsSecret {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(
+      `secret ${secretArn} holds a postgres:// URL that does not parse (percent-encode special characters in the password)`,
+    );
+  }
+  const secret = {
+    username: decodeURIComponent(url.username),
+    password: decodeURIComponent(url.password),
+    host: url.hostname,
+    port: url.port === "" ? 5432 : Number(url.port),
+    ...(url.pathname.length > 1 ? { dbname: decodeURIComponent(url.pathname.slice(1)) } : {}),
+  };
+  for (const field of ["username", "password", "host"] as const) {
+    if (secret[field] === "") {
+      throw new ConfigError(`secret ${secretArn} holds a postgres:// URL without a ${field}`);
+    }
+  }
+  return secret;
 }
 
 export interface DatabasePool extends SessionPool {
