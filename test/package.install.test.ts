@@ -297,17 +297,28 @@ process.on("exit", () => writeFileSync(process.env.TRACE_FILE, JSON.stringify(re
     writeFileSync(
       join(app, "producerRun.mjs"),
       `import pg from "pg";
+import { enqueue } from "${PACKAGE}";
 import { migrate } from "${PACKAGE}/migrations";
 
 const admin = new pg.Pool({ connectionString: process.env.ADMIN_URL });
 const migrated = await migrate(admin);
 await admin.query("create table orders (id bigint generated always as identity primary key, customer text not null, total int not null)");
 await admin.query("grant insert, select on orders to ${producerRole}");
+// A hardened database: no function is executable by PUBLIC, so only the documented grants let enqueue() run.
+await admin.query("revoke execute on all functions in schema public from public");
 await admin.query(process.env.PRODUCER_GRANTS);
 process.env.DATABASE_URL = process.env.PRODUCER_URL;
 const { placeOrder } = await import("./producer.js");
 const orderId = await placeOrder("c-7", 4200);
-const { rows } = await admin.query("select aggregate_id, event_type, payload from outbox_events");
+// Events of two aggregates in one call: enqueue() locks them through the migration's functions.
+const producer = new pg.Client({ connectionString: process.env.PRODUCER_URL });
+await producer.connect();
+await enqueue(producer, [
+  { aggregateType: "customer", aggregateId: "c-7", eventType: "customer.ordered", payload: { orderId } },
+  { aggregateType: "customer", aggregateId: "c-8", eventType: "customer.referred", payload: { by: "c-7" } },
+]);
+await producer.end();
+const { rows } = await admin.query("select aggregate_id, event_type, payload from outbox_events order by seq");
 console.log("RESULT " + JSON.stringify({ migrated, orderId, rows, sql: import.meta.resolve("${PACKAGE}/migrations/0001_outbox_events.sql") }));
 process.exit(0);
 `,
@@ -339,6 +350,8 @@ process.exit(0);
         event_type: "order.placed",
         payload: { orderId: result.orderId, customer: "c-7", total: 4200 },
       },
+      { aggregate_id: "c-7", event_type: "customer.ordered", payload: { orderId: result.orderId } },
+      { aggregate_id: "c-8", event_type: "customer.referred", payload: { by: "c-7" } },
     ]);
     expect(result.sql).toBe(`file://${join(installed, "migrations", "0001_outbox_events.sql")}`);
 
