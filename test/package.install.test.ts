@@ -257,7 +257,7 @@ describe("the packed tarball, installed in an app outside the repository", () =>
       throw new Error("cfn-lint is not on PATH: `python3 -m pip install cfn-lint` (see CONTRIBUTING.md)");
     }
     expect(lint.status, `cfn-lint found problems:\n${lint.stdout}\n${lint.stderr}`).toBe(0);
-  });
+  }, 120_000);
 
   it("runs the `outbox` bin with npx", () => {
     const help = run("npx", ["--no-install", "outbox", "--help"]);
@@ -319,7 +319,9 @@ await enqueue(producer, [
 ]);
 await producer.end();
 const { rows } = await admin.query("select aggregate_id, event_type, payload from outbox_events order by seq");
-console.log("RESULT " + JSON.stringify({ migrated, orderId, rows, sql: import.meta.resolve("${PACKAGE}/migrations/0001_outbox_events.sql") }));
+// A consuming service imports the consumer entry point: no CDK behind it either.
+const { createInboxHandler } = await import("${PACKAGE}/consumer");
+console.log("RESULT " + JSON.stringify({ migrated, orderId, rows, consumer: typeof createInboxHandler, sql: import.meta.resolve("${PACKAGE}/migrations/0001_outbox_events.sql") }));
 process.exit(0);
 `,
     );
@@ -353,6 +355,7 @@ process.exit(0);
       { aggregate_id: "c-7", event_type: "customer.ordered", payload: { orderId: result.orderId } },
       { aggregate_id: "c-8", event_type: "customer.referred", payload: { by: "c-7" } },
     ]);
+    expect(result.consumer).toBe("function");
     expect(result.sql).toBe(`file://${join(installed, "migrations", "0001_outbox_events.sql")}`);
 
     const resolved = JSON.parse(readFileSync(traceFile, "utf8")) as string[];
