@@ -1,19 +1,11 @@
 import { type SpawnSyncReturns, spawnSync } from "node:child_process";
-import {
-  chmodSync,
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_MIGRATIONS_DIR, PROJECT_ROOT } from "../infra/outboxRelay.ts";
+import { cfnLint, forbiddenDocker } from "./support/cdkChecks.ts";
 import { createEmptyDatabase } from "./support/db.ts";
 
 /**
@@ -81,9 +73,7 @@ function runBundle(bundleDir: string, env: Record<string, string>, event?: unkno
 }
 
 beforeAll(() => {
-  const docker = join(workDir, "docker-forbidden");
-  writeFileSync(docker, '#!/bin/sh\necho "docker was called: $*" >&2\nexit 97\n');
-  chmodSync(docker, 0o755);
+  const docker = forbiddenDocker(workDir);
   synth = spawnSync(
     process.execPath,
     [
@@ -147,19 +137,7 @@ describe("cdk synth of the example app (CLI, offline)", () => {
   });
 
   it("produces a template that passes cfn-lint", () => {
-    const lint = spawnSync(
-      "cfn-lint",
-      // W3005 (a DependsOn that a GetAtt already implies) is how CDK always orders a function after its role
-      // and that role's policy; it is redundant, not wrong.
-      ["--ignore-checks", "W3005", "--", join(outdir, `${STACK}.template.json`)],
-      { encoding: "utf8", timeout: 120_000, env: offlineEnv() },
-    );
-    if ((lint.error as NodeJS.ErrnoException | undefined)?.code === "ENOENT") {
-      throw new Error(
-        "cfn-lint is not on PATH. Install it (Python 3.9+): `python3 -m pip install cfn-lint`, " +
-          "or `pipx install cfn-lint`; then check `cfn-lint --version`.",
-      );
-    }
+    const lint = cfnLint(join(outdir, `${STACK}.template.json`), offlineEnv());
     expect(lint.error).toBeUndefined();
     expect(lint.status, `cfn-lint found problems:\n${lint.stdout}\n${lint.stderr}`).toBe(0);
   });

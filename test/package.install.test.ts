@@ -17,6 +17,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { cfnLint, forbiddenDocker } from "./support/cdkChecks.ts";
 import { createEmptyDatabase } from "./support/db.ts";
 
 /**
@@ -139,9 +140,7 @@ Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
 app.synth();
 `,
   );
-  const docker = join(scratch, "docker-forbidden");
-  writeFileSync(docker, '#!/bin/sh\necho "docker was called: $*" >&2\nexit 97\n');
-  chmodSync(docker, 0o755);
+  const docker = forbiddenDocker(scratch);
   synth = run(process.execPath, ["main.ts"], { CDK_DOCKER: docker });
   const templateFile = join(outdir, `${STACK}.template.json`);
   if (existsSync(templateFile)) template = JSON.parse(readFileSync(templateFile, "utf8"));
@@ -247,15 +246,7 @@ describe("the packed tarball, installed in an app outside the repository", () =>
   }, 120_000);
 
   it("produces a template that passes cfn-lint", () => {
-    const lint = spawnSync(
-      "cfn-lint",
-      // W3005 (a DependsOn that a GetAtt already implies) is how CDK orders a function after its role's policy.
-      ["--ignore-checks", "W3005", "--", join(outdir, `${STACK}.template.json`)],
-      { encoding: "utf8", timeout: 120_000, env: userEnv() },
-    );
-    if ((lint.error as NodeJS.ErrnoException | undefined)?.code === "ENOENT") {
-      throw new Error("cfn-lint is not on PATH: `python3 -m pip install cfn-lint` (see CONTRIBUTING.md)");
-    }
+    const lint = cfnLint(join(outdir, `${STACK}.template.json`), userEnv());
     expect(lint.status, `cfn-lint found problems:\n${lint.stdout}\n${lint.stderr}`).toBe(0);
   }, 120_000);
 
