@@ -1,10 +1,11 @@
-import { App, Stack } from "aws-cdk-lib";
+import { Stack } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
 import * as rds from "aws-cdk-lib/aws-rds";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import { describe, expect, it } from "vitest";
 import { type OutboxDatabaseProps, OutboxRelay } from "../infra/outboxRelay.ts";
+import { newApp } from "./support/template.ts";
 
 /**
  * The construct against the database the user already has, named the way they have it: a cluster or an instance
@@ -16,8 +17,7 @@ const SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:orders/
 const DATABASE_GROUP = "sg-0a1b2c3d4e5f67890";
 
 function stackWith(database: (stack: Stack, vpc: ec2.IVpc) => Omit<OutboxDatabaseProps, "vpc">) {
-  const app = new App({ context: { "aws:cdk:bundling-stacks": [] } });
-  const stack = new Stack(app, "Orders", { env: { account: "123456789012", region: "eu-west-1" } });
+  const stack = new Stack(newApp(), "Orders", { env: { account: "123456789012", region: "eu-west-1" } });
   const vpc = ec2.Vpc.fromVpcAttributes(stack, "Vpc", {
     vpcId: "vpc-0a1b2c3d4e5f67890",
     availabilityZones: ["eu-west-1a", "eu-west-1b"],
