@@ -37,7 +37,8 @@ const built = await Promise.all(
 if (values.only === undefined) {
   for (const lambda of built) {
     const kb = (bytes: number) => `${Math.round(bytes / 1024)} KiB`;
-    console.log(
+    // stderr: this runs in `prepack`, and `npm pack --json` / `npm publish --json` own stdout.
+    console.error(
       `${relative(process.cwd(), lambda.dir)}: index.mjs ${kb(lambda.bytes)}, map ${kb(lambda.sourceMapBytes)}`,
     );
   }

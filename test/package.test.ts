@@ -78,6 +78,9 @@ describe("the published package", () => {
   });
 
   it("holds the prebuilt Lambda code and the compiled construct, but not the example app", () => {
+    // What puts them there when npm packs or publishes: prepack runs the build, the build bundles the Lambdas.
+    expect(pkg.scripts.prepack).toBe("npm run build");
+    expect(pkg.scripts.build).toMatch(/&& node scripts\/buildLambdas\.ts$/);
     for (const name of ["relay", "purge", "migrate"]) {
       expect(files).toContain(`dist/lambda/${name}/index.mjs`);
       expect(files).toContain(`dist/lambda/${name}/index.mjs.map`);
