@@ -2,7 +2,12 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
 import type { Destination } from "../../functions/shared/destinations/destination.ts";
 import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
-import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay.ts";
+import {
+  DEFAULT_RELAY_OPTIONS,
+  type RelayOptions,
+  roundReserveMs,
+  runRelay,
+} from "../../functions/shared/relay.ts";
 
 /** Options for tests: fast backoff and short timeouts so failure paths finish in milliseconds. */
 export interface TestRelayOptions extends RelayOptions {
@@ -49,10 +54,14 @@ function destinationOf(target: Target, options: RelayOptions): Destination {
   });
 }
 
-/** Runs the relay until nothing is claimable (drain mode), with a generous deadline. */
+/** Runs the relay until nothing is claimable (drain mode), with a generous deadline: a minute past one round's reserve. */
 export function drain(pool: pg.Pool, target: Target, options: RelayOptions) {
   return runRelay(
-    { pool, destination: destinationOf(target, options), deadline: Date.now() + 60_000 },
+    {
+      pool,
+      destination: destinationOf(target, options),
+      deadline: Date.now() + roundReserveMs(options) + 60_000,
+    },
     { ...options, mode: "drain" },
   );
 }
