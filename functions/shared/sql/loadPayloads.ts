@@ -46,7 +46,8 @@ interface Row {
 /**
  * Sizes the claimed rows (`ids`, in seq order) in SQL and loads the payload and headers of those that are
  * sendable and fit the round's byte budget, in that order (a prefix: once the budget is spent, later rows wait, so a round's memory
- * is bounded by bytes, not only by RELAY_BATCH_SIZE).
+ * is bounded by bytes, not only by RELAY_BATCH_SIZE). Rows of the common kind (small, uncompressed) are settled
+ * by one plain statement (`loadDirectly`); the walk described here takes over from the first row that is not.
  *
  * Why sizes first, in SQL: before this, `payload::text` of every claimed row came to the relay before any size
  * check, so one hand-inserted 200 MB jsonb crashed the Lambda on every invocation. Which size:
@@ -81,9 +82,124 @@ export async function loadPayloads(
   limits: PayloadLimits,
 ): Promise<LoadedPayload[]> {
   if (ids.length === 0) return [];
+  const direct = await loadDirectly(db, names, ids, limits);
+  if (direct.settled === ids.length) return direct.results;
+  return [
+    ...direct.results,
+    ...(await walkUnderSavepoints(
+      db,
+      names,
+      ids.slice(direct.settled),
+      limits,
+      limits.budgetBytes - direct.loadedBytes,
+      !direct.results.some((row) => row.status === "loaded"),
+    )),
+  ];
+}
+
+/**
+ * Text bytes one stored byte of uncompressed jsonb can print as, at most: a numeric of weight 32767 (131,072
+ * digits before the point) and display scale 16383 (the storage format's limits) is 10 bytes stored (4-byte
+ * varlena header, sign/scale, weight, one digit group) plus a 4-byte JEntry in its container, and prints
+ * 147,457 characters plus `, `: 147,459 / 14 = 10,533. Measured: 8,192 per stored byte for an array of three
+ * such numbers, 6,703 for one alone (test/loadPayloads.direct.test.ts checks the bound). Strings print at most
+ * 6 per byte (`\u0001`), everything else less.
+ */
+export const MAX_TEXT_BYTES_PER_STORED_BYTE = 10_534;
+
+/**
+ * The largest uncompressed payload or header set the direct statement prints: 64 KiB × 10,534 = 690 MB of
+ * text at most, under the 1 GB that makes Postgres refuse to print it (SQLSTATE 54000). So the direct statement
+ * cannot fail for a row's data, and runs without a savepoint. A compressed value's raw size is not known
+ * without decompressing it (lz4 stores ~250:1), so compressed rows always take the walk.
+ */
+export const DIRECT_MAX_STORED_BYTES = 65_536;
+
+interface DirectRow extends Row {
+  direct: boolean;
+}
+
+/**
+ * The common case in one statement, no savepoint: the claimed rows, in seq order, for as long as each is
+ * stored uncompressed within DIRECT_MAX_STORED_BYTES (and within the walk's 8 × limit gate, so every row the
+ * direct statement prints the walk would have printed too) and, when sendable, takes at most an equal share of
+ * the budget (`budgetBytes / ids.length`, so the rows loaded directly total at most the budget whatever their
+ * number). Each row's text is printed once and leaves the database only when it fits its share: memory stays
+ * bounded by the budget, an oversized row's text never leaves the database. At the first row that does not
+ * qualify (compressed, larger, over its share, or gone) the direct statement's results stop, and the walk takes
+ * over from that row with what is left of the budget. Up to that row the walk would have made the same
+ * decisions: every row before it fitted the budget, so the walk would not have stopped earlier.
+ *
+ * Why: at 100 small rows the walk took 0.67 ms of execution (one recursive step per row) plus two SAVEPOINT
+ * round trips; this statement takes 0.38 ms and none (docs/benchmarks.md, 2026-12-01, round SQL).
+ * Its cost when it does not help: the rows after the first that does not qualify are printed for nothing, at
+ * most DIRECT_MAX_STORED_BYTES × 10,534 each, the same worst case as the walk printing a batch of unsendable rows.
+ */
+async function loadDirectly(
+  db: Queryable,
+  names: OutboxNames,
+  ids: readonly string[],
+  limits: PayloadLimits,
+): Promise<{ results: LoadedPayload[]; settled: number; loadedBytes: number }> {
+  const { rows } = await db.query<DirectRow>(
+    `select o.id, pg_column_size(o.payload) as payload_stored_bytes, pg_column_size(o.headers) as headers_stored_bytes,
+            g.direct, k.payload_bytes::integer, h.header_bytes, f.fits as load,
+            case when f.fits then p.text end as payload, case when f.fits then o.headers end as headers
+     from ${names.qualified} as o
+     cross join lateral (
+       select pg_column_compression(o.payload) is null and pg_column_compression(o.headers) is null
+              and pg_column_size(o.payload) <= $2::bigint and pg_column_size(o.headers) <= $2::bigint as direct
+     ) as g
+     cross join lateral (select case when g.direct then o.payload::text end as text offset 0) as p
+     cross join lateral (
+       select case when g.direct then (
+         select coalesce(sum(octet_length(e.key) + 6 + coalesce(octet_length(e.value), 0)), 0)
+         from jsonb_each_text(o.headers) as e
+       ) end as header_bytes
+     ) as h
+     cross join lateral (select octet_length(p.text)::bigint as payload_bytes) as k
+     cross join lateral (
+       select coalesce(k.payload_bytes * 2 <= $3::bigint * 3 and h.header_bytes <= $3::bigint
+                       and k.payload_bytes + h.header_bytes <= $4::bigint, false) as fits
+     ) as f
+     where o.id = any($1::uuid[])`,
+    [
+      ids,
+      Math.min(DIRECT_MAX_STORED_BYTES, STORED_BYTES_PER_TEXT_BYTE * limits.maxMessageBytes),
+      limits.maxMessageBytes,
+      Math.floor(limits.budgetBytes / ids.length),
+    ],
+  );
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  const results: LoadedPayload[] = [];
+  let loadedBytes = 0;
+  for (const id of ids) {
+    const row = byId.get(id);
+    if (row === undefined || !row.direct) break;
+    const result = toLoaded(row, limits);
+    // Sendable but over its share: the walk decides, with the budget that is left.
+    if (result.status === "overBudget") break;
+    if (result.status === "loaded") loadedBytes += result.bytes;
+    results.push(result);
+  }
+  return { results, settled: results.length, loadedBytes };
+}
+
+/**
+ * The walk (see loadPayloads' comment) under a savepoint, falling back to one row at a time on a row-data
+ * error; `budgetBytes` and `loadFirst` carry on from the rows the direct statement settled.
+ */
+async function walkUnderSavepoints(
+  db: Queryable,
+  names: OutboxNames,
+  ids: readonly string[],
+  limits: PayloadLimits,
+  budgetBytes: number,
+  loadFirst: boolean,
+): Promise<LoadedPayload[]> {
   await db.query("savepoint load_payloads");
   try {
-    const rows = await query(db, names, ids, limits, limits.budgetBytes, true);
+    const rows = await query(db, names, ids, limits, budgetBytes, loadFirst);
     await db.query("release savepoint load_payloads");
     return rows.map((row) => toLoaded(row, limits));
   } catch (error) {
@@ -92,8 +208,8 @@ export async function loadPayloads(
   }
   // One row at a time, each under its own savepoint, sharing what is left of the budget.
   const loaded: LoadedPayload[] = [];
-  let remaining = limits.budgetBytes;
-  let loadedAny = false;
+  let remaining = budgetBytes;
+  let loadedAny = !loadFirst;
   for (const id of ids) {
     await db.query("savepoint load_payload");
     try {
