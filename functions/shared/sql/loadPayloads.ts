@@ -98,6 +98,20 @@ export async function loadPayloads(
 }
 
 /**
+ * Every row through the walk, as before the direct statement existed: the reference the tests compare the
+ * direct statement's decisions with, and the bench's A/B baseline.
+ */
+export async function loadPayloadsByWalk(
+  db: Queryable,
+  names: OutboxNames,
+  ids: readonly string[],
+  limits: PayloadLimits,
+): Promise<LoadedPayload[]> {
+  if (ids.length === 0) return [];
+  return walkUnderSavepoints(db, names, ids, limits, limits.budgetBytes, true);
+}
+
+/**
  * Text bytes one stored byte of uncompressed jsonb can print as, at most: a numeric of weight 32767 (131,072
  * digits before the point) and display scale 16383 (the storage format's limits) is 10 bytes stored (4-byte
  * varlena header, sign/scale, weight, one digit group) plus a 4-byte JEntry in its container, and prints
