@@ -6,6 +6,7 @@ import type { ClaimAtScale } from "./measures/claimAtScale.ts";
 import type { ConsumerThroughput } from "./measures/consumerThroughput.ts";
 import { type EnqueueResults, enqueueTable } from "./measures/enqueueThroughput.ts";
 import type { LatencyRun } from "./measures/latency.ts";
+import type { LoadSqlAb } from "./measures/loadAb.ts";
 import type { PurgeInterferenceRun } from "./measures/purgeInterference.ts";
 import type { RelayBundle } from "./measures/relayBundle.ts";
 import type { RelayMemoryRun } from "./measures/relayMemory.ts";
@@ -72,6 +73,11 @@ export interface BenchResults {
   consumer?: ConsumerThroughput;
   /** The same relay and backlog to an SQS FIFO queue and to an EventBridge bus, at each endpoint latency. */
   destinations?: DestinationThroughput[];
+  /** The payload load's direct statement against the walk alone (as before it), interleaved in one run. */
+  loadAb?: {
+    sql: LoadSqlAb;
+    relay: { sqsLatencyMs: number; walk: TunedThroughput; direct: TunedThroughput }[];
+  };
 }
 
 export interface DestinationThroughput {
@@ -296,13 +302,14 @@ export function phaseTable(r: BenchResults): string {
   ] as const) {
     for (const t of runs ?? []) {
       const p = t.msPerRound;
-      const total = p.claim + p.publish + p.record + p.tx;
+      const load = p.load ?? 0; // results from before the load phase was split out of the claim
+      const total = p.claim + load + p.publish + p.record + p.tx;
       const c = t.cpuPer1k;
       rows.push([
         latency,
         tuningLabel(t.tuning),
         `${n(t.eventsPerSecond.median)} ev/s`,
-        `${n(p.claim, 2)} / ${n(p.publish, 2)} / ${n(p.record, 2)} / ${n(p.tx, 2)}`,
+        `${n(p.claim, 2)} / ${n(load, 2)} / ${n(p.publish, 2)} / ${n(p.record, 2)} / ${n(p.tx, 2)}`,
         `${n((100 * p.publish) / total)} %`,
         `${n(c.relay)} / ${n(c.endpoint)} / ${n(c.postgres)}`,
         `${n(100 * t.machineBusy)} %`,
@@ -314,7 +321,7 @@ export function phaseTable(r: BenchResults): string {
       "SQS latency",
       "relay options",
       "throughput",
-      "ms per round: claim / publish / record / tx",
+      "ms per round: claim / load / publish / record / tx",
       "publish share",
       "CPU ms per 1k events: relay / SQS endpoint / Postgres",
       "2 cores busy",
@@ -340,6 +347,58 @@ export function profileTable(p: RelayProfile): string {
   return `${tuningLabel(p.tuning)}, ${n(p.eventsPerSecond)} ev/s under the profiler\n\n${markdownTable(["where", "µs per event", "share of busy time"], rows)}`;
 }
 
+/** The payload load, direct statement vs the walk alone: SQL per round, then the relay's throughput. */
+export function loadAbTable(a: NonNullable<BenchResults["loadAb"]>): string {
+  const sqlRows = (["walk", "direct"] as const).map((variant) => {
+    const t = a.sql[variant];
+    return [
+      variant === "walk" ? "walk alone (before)" : "direct statement (as shipped)",
+      `${n(t.loadP50, 2)} / ${n(t.loadP99, 2)} ms`,
+      t.statements,
+      `${n(t.explain.executionMs, 2)} ms + ${n(t.explain.planningMs, 2)} ms planning, ${n(t.explain.sharedHit)} buffers`,
+      `${n(t.claimP50, 2)} ms`,
+    ];
+  });
+  const relayRows = a.relay.flatMap((r) =>
+    (["walk", "direct"] as const).map((variant) => {
+      const t = r[variant];
+      const p = t.msPerRound;
+      return [
+        `${r.sqsLatencyMs} ms`,
+        variant,
+        `${n(t.eventsPerSecond.median)} ev/s${variant === "direct" ? ` = ${n(t.eventsPerSecond.median / r.walk.eventsPerSecond.median, 2)} ×` : ""}`,
+        spread(t.eventsPerSecond),
+        `${n(p.claim, 2)} / ${n(p.load, 2)} / ${n(p.publish, 2)} / ${n(p.record, 2)} / ${n(p.tx, 2)}`,
+        `${n(t.cpuPer1k.postgres)}`,
+      ];
+    }),
+  );
+  return [
+    `Claims of ${a.sql.batchSize} rows, ${a.sql.walk.rounds} rounds per variant, interleaved:`,
+    markdownTable(
+      [
+        "load",
+        "client ms p50 / p99",
+        "statements",
+        "EXPLAIN of its data statement (median)",
+        "claim p50 (control)",
+      ],
+      sqlRows,
+    ),
+    markdownTable(
+      [
+        "SQS latency",
+        "load",
+        "throughput (default options)",
+        "spread",
+        "ms per round: claim / load / publish / record / tx",
+        "Postgres CPU ms per 1k events",
+      ],
+      relayRows,
+    ),
+  ].join("\n\n");
+}
+
 /** Everything `npm run bench` prints: the summary against the targets, then the profiles behind it. */
 export function markdownReport(r: BenchResults): string {
   const m = r.machine;
@@ -348,6 +407,7 @@ export function markdownReport(r: BenchResults): string {
     summaryTable(r),
   ];
   if (r.relayZeroLatency || r.relay20ms) sections.push("### Where a relay round's time goes", phaseTable(r));
+  if (r.loadAb) sections.push("### Payload load: direct statement vs the walk alone", loadAbTable(r.loadAb));
   if (r.relayProfile) sections.push("### Where the relay thread's CPU goes", profileTable(r.relayProfile));
   if (r.enqueue) sections.push("### Enqueue with the order guarantee", enqueueTable(r.enqueue));
   if (r.destinations)

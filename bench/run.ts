@@ -22,6 +22,7 @@ import {
 import { measureDbLimit } from "./measures/dbLimit.ts";
 import { type EnqueueShape, measureEnqueueGuards } from "./measures/enqueueThroughput.ts";
 import { measureLatency } from "./measures/latency.ts";
+import { measureLoadSql } from "./measures/loadAb.ts";
 import { measurePurgeInterference } from "./measures/purgeInterference.ts";
 import { measureRelayBundle } from "./measures/relayBundle.ts";
 import { measureRelayMemory } from "./measures/relayMemory.ts";
@@ -90,6 +91,7 @@ const HOT_DRAIN: { sqsLatencyMs: number; events: number }[] = [
 
 const PARTS = [
   "throughput",
+  "load",
   "profile",
   "latency20",
   "baseline",
@@ -150,6 +152,29 @@ try {
       rowsPerSecond: repeated(dbRuns.get(batchSize) ?? []),
     }));
     results.relayZeroLatency = summarize(relayRuns);
+  }
+  if (runs("load")) {
+    log(
+      "payload load: the direct statement against the walk alone, SQL per round, then the relay at 0 and 20 ms",
+    );
+    const sql = await measureLoadSql(db.pool, BACKLOG);
+    const relay: NonNullable<BenchResults["loadAb"]>["relay"] = [];
+    for (const sqsLatencyMs of [0, SQS_LATENCY_MS]) {
+      const byVariant = { walk: [] as RelayRun[], direct: [] as RelayRun[] };
+      for (let i = 0; i < REPEATS; i++) {
+        for (const variant of ["walk", "direct"] as const) {
+          byVariant[variant].push(
+            await measureRelay(db.pool, endpoint, BACKLOG, DEFAULT_TUNING, sqsLatencyMs, meter, variant),
+          );
+        }
+      }
+      const [walk, direct] = summarize(new Map([[DEFAULT_TUNING, byVariant.walk]])).concat(
+        summarize(new Map([[DEFAULT_TUNING, byVariant.direct]])),
+      );
+      if (walk === undefined || direct === undefined) throw new Error("no relay runs");
+      relay.push({ sqsLatencyMs, walk, direct });
+    }
+    results.loadAb = { sql, relay };
   }
   if (runs("profile")) {
     log("CPU profile of the relay thread, default options, 0 ms");

@@ -8,7 +8,7 @@ import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functi
 import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import type { CpuMeter, CpuReading } from "../lib/cpuMeter.ts";
-import { type PhaseTotals, profiledPool } from "../lib/roundProfile.ts";
+import { type LoadVariant, type PhaseTotals, profiledPool } from "../lib/roundProfile.ts";
 import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
@@ -50,6 +50,7 @@ export async function measureRelay(
   tuning: RelayTuning,
   latencyMs: number,
   meter: CpuMeter,
+  variant: LoadVariant = "direct",
 ): Promise<RelayRun> {
   await resetOutbox(pool);
   await seedBacklog(pool, shape);
@@ -79,7 +80,7 @@ export async function measureRelay(
       destination = sqsFifoDestination(sqs, { queueUrl: await createBenchQueue(sqs, label) });
     }
     await endpoint.takeDeliveries();
-    const profiled = profiledPool(pool);
+    const profiled = profiledPool(pool, variant);
     const deps = { pool: profiled.pool, destination, deadline: Date.now() + 600_000 };
     const { result: summaries, cpu } = await meter.measure(() =>
       Promise.all(Array.from({ length: tuning.loops ?? 1 }, () => runRelay(deps, options))),
