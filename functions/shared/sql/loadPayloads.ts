@@ -157,24 +157,27 @@ async function loadDirectly(
 ): Promise<{ results: LoadedPayload[]; settled: number; loadedBytes: number }> {
   const { rows } = await db.query<DirectRow>(
     `select o.id, pg_column_size(o.payload) as payload_stored_bytes, pg_column_size(o.headers) as headers_stored_bytes,
-            g.direct, k.payload_bytes::integer, h.header_bytes, f.fits as load,
-            case when f.fits then p.text end as payload, case when f.fits then o.headers end as headers
+            g.direct, s.payload_bytes::integer, s.header_bytes, f.fits as load,
+            case when f.fits then s.text end as payload, case when f.fits then o.headers end as headers
      from ${names.qualified} as o
      cross join lateral (
        select pg_column_compression(o.payload) is null and pg_column_compression(o.headers) is null
               and pg_column_size(o.payload) <= $2::bigint and pg_column_size(o.headers) <= $2::bigint as direct
+       offset 0
      ) as g
-     cross join lateral (select case when g.direct then o.payload::text end as text offset 0) as p
      cross join lateral (
-       select case when g.direct then (
-         select coalesce(sum(octet_length(e.key) + 6 + coalesce(octet_length(e.value), 0)), 0)
-         from jsonb_each_text(o.headers) as e
-       ) end as header_bytes
-     ) as h
-     cross join lateral (select octet_length(p.text)::bigint as payload_bytes) as k
+       select t.text, octet_length(t.text)::bigint as payload_bytes,
+              case when g.direct then (
+                select coalesce(sum(octet_length(e.key) + 6 + coalesce(octet_length(e.value), 0)), 0)
+                from jsonb_each_text(o.headers) as e
+              ) end as header_bytes
+       from (select case when g.direct then o.payload::text end as text offset 0) as t
+       offset 0
+     ) as s
      cross join lateral (
-       select coalesce(k.payload_bytes * 2 <= $3::bigint * 3 and h.header_bytes <= $3::bigint
-                       and k.payload_bytes + h.header_bytes <= $4::bigint, false) as fits
+       select coalesce(s.payload_bytes * 2 <= $3::bigint * 3 and s.header_bytes <= $3::bigint
+                       and s.payload_bytes + s.header_bytes <= $4::bigint, false) as fits
+       offset 0
      ) as f
      where o.id = any($1::uuid[])`,
     [
