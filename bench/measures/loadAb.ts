@@ -8,6 +8,7 @@ import {
   loadPayloadsByWalk,
   type PayloadLimits,
 } from "../../functions/shared/sql/loadPayloads.ts";
+import { SQS_MAX_MESSAGE_BYTES } from "../../functions/shared/sqsMessage.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import { isDirectLoad, type LoadVariant } from "../lib/roundProfile.ts";
 import { median, percentile } from "../lib/stats.ts";
@@ -43,7 +44,7 @@ export async function measureLoadSql(pool: pg.Pool, shape: BacklogShape): Promis
   const names = outboxNames();
   const limit = DEFAULT_RELAY_OPTIONS.batchSize;
   const limits: PayloadLimits = {
-    maxMessageBytes: DEFAULT_RELAY_OPTIONS.maxMessageBytes,
+    maxMessageBytes: SQS_MAX_MESSAGE_BYTES,
     budgetBytes: DEFAULT_RELAY_OPTIONS.batchMaxBytes,
   };
   const load = { direct: loadPayloads, walk: loadPayloadsByWalk };
