@@ -144,8 +144,12 @@ interface DirectRow extends Row {
  * over from that row with what is left of the budget. Up to that row the walk would have made the same
  * decisions: every row before it fitted the budget, so the walk would not have stopped earlier.
  *
- * Why: at 100 small rows the walk took 0.67 ms of execution (one recursive step per row) plus two SAVEPOINT
- * round trips; this statement takes 0.38 ms and none (docs/benchmarks.md, 2026-12-01, round SQL).
+ * Why: for a claim of 100 small rows the walk took 0.72 ms of execution + 0.25 ms planning (one recursive step
+ * per row) and two SAVEPOINT round trips besides; this statement 0.53 + 0.15 ms and none, and the relay's load
+ * phase fell from 10-15 to 5-6 ms per round on the loaded bench machine (docs/benchmarks.md, "The payload load's
+ * direct statement"). Each lateral is fenced (`offset 0`): inlined, the header sizing ran seven times per row.
+ * Why an exact size against a share, not a bound computed from stored sizes: the only sound bound is
+ * MAX_TEXT_BYTES_PER_STORED_BYTE, which would let a 32 MiB budget cover 3 KB of stored jsonb.
  * Its cost when it does not help: the rows after the first that does not qualify are printed for nothing, at
  * most DIRECT_MAX_STORED_BYTES × 10,534 each, the same worst case as the walk printing a batch of unsendable rows.
  */
