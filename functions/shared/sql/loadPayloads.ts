@@ -146,7 +146,7 @@ interface DirectRow extends Row {
  *
  * Why: for a claim of 100 small rows the walk took 0.72 ms of execution + 0.25 ms planning (one recursive step
  * per row) and two SAVEPOINT round trips besides; this statement 0.51 + 0.15 ms and none, and the relay's load
- * phase per round fell by 25-60 % in each of three bench runs (docs/benchmarks.md, "The payload load's direct
+ * phase per round fell by 24-60 % in each of three bench runs (docs/benchmarks.md, "The payload load's direct
  * statement"). Each lateral is fenced (`offset 0`): inlined, the header sizing ran seven times per row.
  * Why an exact size against a share, not a bound computed from stored sizes: the only sound bound is
  * MAX_TEXT_BYTES_PER_STORED_BYTE, which would let a 32 MiB budget cover 3 KB of stored jsonb.
