@@ -1,11 +1,16 @@
 import { ValidationError } from "../errors.ts";
 import { STANDARD_ATTRIBUTES } from "../sqsMessage.ts";
+import { eventBridgeEventOf, parseEventBridgeRecord } from "./eventBridgeRecord.ts";
+import { orderKey, outboxId, sequenceNumber, timestamp, traceContext } from "./eventFields.ts";
 import type { SqsRecord } from "./sqsEvent.ts";
 
 /**
- * An outbox event as a consumer sees it, parsed back from the message the relay built (functions/shared/
- * sqsMessage.ts: the JSON payload as the body; eventType, aggregateType, aggregateId, outboxId, createdAt and seq
- * as string message attributes; the row's headers as further string attributes).
+ * An outbox event as a consumer sees it, parsed back from either of the relay's destinations:
+ * - the SQS FIFO message the relay built (functions/shared/sqsMessage.ts: the JSON payload as the body;
+ *   eventType, aggregateType, aggregateId, outboxId, createdAt and seq as string message attributes; the row's
+ *   headers as further string attributes);
+ * - an EventBridge event a rule delivered to an SQS queue (the event JSON as the body, the relay's envelope as
+ *   its `detail`: consumer/eventBridgeRecord.ts).
  */
 export interface InboxEvent<Payload = unknown> {
   /** The outbox row id: the idempotency key (also the message's deduplication id when the relay sent it). */
@@ -23,8 +28,10 @@ export interface InboxEvent<Payload = unknown> {
   /**
    * SQS FIFO's sequence number, which grows with every message of a group
    * in the order the relay sent them (= outbox order, the relay's invariant 2). A 128-bit number, hence bigint.
+   * Undefined when the event came through EventBridge to a standard queue, which has none (and a bus orders
+   * nothing anyway: compare `seq` per aggregate to tell a late event).
    */
-  sequenceNumber: bigint;
+  sequenceNumber: bigint | undefined;
   /** The producer's headers (correlation ids, trace context): the message attributes the relay did not set. */
   headers: Record<string, string>;
   payload: Payload;
@@ -34,14 +41,20 @@ export interface InboxEvent<Payload = unknown> {
   delivery: { messageId: string; receiveCount: number };
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const STANDARD = new Set<string>(STANDARD_ATTRIBUTES);
 
 /**
  * Parses one record. Anything the relay always sets and that is missing or malformed is a ValidationError
  * naming the field: such a message was not written by the relay (or was altered) and must not be applied.
+ * A record without the relay's `outboxId` attribute whose body is an EventBridge event is read as one.
  */
 export function parseInboxEvent(record: SqsRecord): InboxEvent {
+  const eventBridgeEvent = eventBridgeEventOf(record);
+  if (eventBridgeEvent !== undefined) return parseEventBridgeRecord(record, eventBridgeEvent);
+  return parseRelayMessage(record);
+}
+
+function parseRelayMessage(record: SqsRecord): InboxEvent {
   const attribute = (name: string) => {
     const value = record.messageAttributes?.[name]?.stringValue;
     if (value === undefined || value === "") {
@@ -52,26 +65,16 @@ export function parseInboxEvent(record: SqsRecord): InboxEvent {
     }
     return value;
   };
-  const id = attribute("outboxId");
-  if (!UUID.test(id))
-    throw new ValidationError("messageAttributes.outboxId", `is not a uuid: ${JSON.stringify(id)}`);
-  const createdAtText = attribute("createdAt");
-  const createdAt = new Date(createdAtText);
-  if (Number.isNaN(createdAt.getTime())) {
-    throw new ValidationError(
-      "messageAttributes.createdAt",
-      `is not a timestamp: ${JSON.stringify(createdAtText)}`,
-    );
-  }
-  const seqText = attribute("seq");
-  if (!/^\d{1,19}$/.test(seqText)) {
-    throw new ValidationError("messageAttributes.seq", `is not an order key: ${JSON.stringify(seqText)}`);
-  }
-  const sequenceText = record.attributes?.SequenceNumber;
-  if (sequenceText === undefined || !/^\d+$/.test(sequenceText)) {
+  const id = outboxId("messageAttributes.outboxId", attribute("outboxId"));
+  const createdAt = timestamp("messageAttributes.createdAt", attribute("createdAt"));
+  const seq = orderKey("messageAttributes.seq", attribute("seq"));
+  // The relay sends its own messages to FIFO queues only: one without a sequence number was not delivered
+  // by the queue the relay publishes to.
+  if (record.attributes?.SequenceNumber === undefined) {
     throw new ValidationError(
       "attributes.SequenceNumber",
-      "is missing or not a number: the inbox handler reads SQS FIFO queues only",
+      "is missing: the relay's own messages are read from SQS FIFO queues only (through EventBridge, the " +
+        "event is the body)",
     );
   }
   let payload: unknown;
@@ -85,21 +88,17 @@ export function parseInboxEvent(record: SqsRecord): InboxEvent {
     if (STANDARD.has(name) || value.stringValue === undefined) continue;
     headers[name] = value.stringValue;
   }
-  const trace: InboxEvent["trace"] = {};
-  if (record.attributes.AWSTraceHeader !== undefined) trace.awsTraceHeader = record.attributes.AWSTraceHeader;
-  if (headers.traceparent !== undefined) trace.traceparent = headers.traceparent;
-  if (headers.tracestate !== undefined) trace.tracestate = headers.tracestate;
   return {
-    id: id.toLowerCase(),
+    id,
     eventType: attribute("eventType"),
     aggregateType: attribute("aggregateType"),
     aggregateId: attribute("aggregateId"),
     createdAt,
-    seq: BigInt(seqText),
-    sequenceNumber: BigInt(sequenceText),
+    seq,
+    sequenceNumber: sequenceNumber(record.attributes.SequenceNumber),
     headers,
     payload,
-    trace,
+    trace: traceContext(record.attributes.AWSTraceHeader, headers),
     delivery: {
       messageId: record.messageId,
       receiveCount: Number(record.attributes.ApproximateReceiveCount),

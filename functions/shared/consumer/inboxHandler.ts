@@ -9,8 +9,10 @@ import { recordInbox } from "./sql/recordInbox.ts";
 import type { LambdaContextLike, SqsBatchResponse, SqsEvent, SqsRecord } from "./sqsEvent.ts";
 
 /**
- * The consumer side of the outbox: a Lambda handler for an SQS FIFO event source that applies each event at
- * most once, however often SQS delivers it.
+ * The consumer side of the outbox: a Lambda handler for an SQS event source that applies each event at
+ * most once, however often SQS delivers it. The queue is the relay's SQS FIFO queue, or a queue an EventBridge
+ * rule delivers the relay's events to (parseInboxEvent reads both). With a bus the inbox is what makes the
+ * delivery safe: EventBridge does not deduplicate, retries a target on its own, and may deliver an event twice.
  *
  * Guarantees, per record:
  * - The inbox row (keyed by the outbox id) and everything the user's handler writes through `context.client`

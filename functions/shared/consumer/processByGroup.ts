@@ -13,7 +13,10 @@ export interface GroupProcessing {
  * FIFO's partial-failure rule: records of one message group run one after another in delivery order; once one
  * fails, the group's later records are not run and are failed too, so SQS redelivers them after it, in order.
  * Groups are independent and run side by side, at most `concurrency` at once. Returns the failed records in
- * delivery order. A record without a group (a standard queue) is a group of its own.
+ * delivery order. A record without a group (a standard queue, e.g. an EventBridge rule's target) is a group of
+ * its own. Deliberately not grouped by the event's aggregate instead: the bus has already lost the order, so
+ * running one aggregate's records one after another would promise an order that is not there, and would fail
+ * a healthy record because an unrelated earlier delivery failed. A handler tells a late event by `seq`.
  */
 export async function processByGroup(
   records: readonly SqsRecord[],
