@@ -153,6 +153,7 @@ describe("npm start's summary", () => {
         duplicates: 0,
         duplicateIds: [],
         orderViolations: overrides.orderViolations ?? 0,
+        lateArrivals: overrides.orderViolations ?? 0,
         failed: 0,
         endToEndLagMs: [],
       },

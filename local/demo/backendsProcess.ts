@@ -7,10 +7,13 @@
  * that Ctrl-C is supposed to start (the relay draining, the consumer catching up). Out of the group, they keep
  * running until the demo is done with them.
  *
- * Protocol: arguments say what to start (`postgres`, `sqs`); one JSON line on stdout reports the URLs (or an
- * error); the servers stop when stdin ends, which is also what happens if the demo dies without cleaning up.
+ * Protocol: arguments say what to start (`postgres`, `sqs`, or `events` for an endpoint that speaks EventBridge
+ * too); one JSON line on stdout reports the URLs (or an error); the servers stop when stdin ends, which is also
+ * what happens if the demo dies without cleaning up.
  */
-import { startAwsEndpoint } from "../awsEndpoint.ts";
+import { type LocalAwsEndpoint, startAwsEndpoint } from "../awsEndpoint.ts";
+import { chooseFromEnvironment } from "../docker.ts";
+import { startFakeSqs } from "../fakeSqs.ts";
 import { startPostgres } from "../postgres.ts";
 
 export interface BackendsReport {
@@ -20,6 +23,18 @@ export interface BackendsReport {
 }
 
 const wanted = new Set(process.argv.slice(2));
+
+/**
+ * The endpoint of `npm start --destination eventbridge`: LocalStack when Docker answers; otherwise the in-process
+ * endpoint (local/fakeSqs.ts with local/fakeEventBridge.ts), not moto. moto routes each event from a bus to an
+ * SQS target in about 0.6 s (docs/eventbridge.md), so at the demo's 25 events/s the backlog would only grow; the
+ * in-process endpoint speaks the same wire protocol (PutEvents, rules, SQS targets) at full speed.
+ */
+async function startEventsEndpoint(): Promise<Omit<LocalAwsEndpoint, "source"> & { source: string }> {
+  if ((await chooseFromEnvironment()) === "docker") return startAwsEndpoint();
+  const fake = await startFakeSqs();
+  return { url: fake.url, source: "in-process", stop: () => fake.close() };
+}
 const stops: (() => Promise<void>)[] = [];
 const report = (value: BackendsReport) => process.stdout.write(`${JSON.stringify(value)}\n`);
 
@@ -38,7 +53,7 @@ process.once("SIGTERM", () => void stopAll().finally(() => process.exit(0)));
 try {
   const [postgres, sqs] = await Promise.allSettled([
     wanted.has("postgres") ? startPostgres() : undefined,
-    wanted.has("sqs") ? startAwsEndpoint() : undefined,
+    wanted.has("sqs") ? startAwsEndpoint() : wanted.has("events") ? startEventsEndpoint() : undefined,
   ]);
   // Whatever did start is stopped later, even if the other one failed.
   for (const started of [postgres, sqs]) {

@@ -17,6 +17,10 @@ export interface LiveFigures {
   endToEndP99Ms: number | null;
   duplicatesSuppressed: number;
   orderViolations: number;
+  /** With a bus: events that arrived after a later one of their order (the bus does not order: information). */
+  lateArrivals?: number;
+  /** The relay publishes to an EventBridge bus: order is reported as information, not as a violation. */
+  busDestination?: boolean;
   deadLetters: number;
   relay: { pid: number | undefined; starts: number; warnings: number };
   phase: string;
@@ -108,7 +112,7 @@ function block(f: LiveFigures): string[] {
     `  written    ${count(f.written)}  ${rate(f.writtenPerSecond)}      pending       ${count(f.pending)}`,
     `  published  ${count(f.published)}  ${rate(f.publishedPerSecond)}      commit→publish  p50 ${ms(f.lagP50Ms)}  p99 ${ms(f.lagP99Ms)}`,
     `  consumed   ${count(f.consumed)}                commit→consume  p50 ${ms(f.endToEndP50Ms)}  p99 ${ms(f.endToEndP99Ms)}`,
-    `  duplicates suppressed by inbox ${f.duplicatesSuppressed}   order violations ${f.orderViolations}   dead letters ${f.deadLetters}`,
+    `  duplicates suppressed by inbox ${f.duplicatesSuppressed}   ${orderFigure(f)}   dead letters ${f.deadLetters}`,
   ];
 }
 
@@ -123,11 +127,19 @@ function plainLine(f: LiveFigures): string {
     `lag_p99_ms=${f.lagP99Ms === null ? "-" : Math.round(f.lagP99Ms)}`,
     `consumed=${f.consumed}`,
     `duplicates_suppressed=${f.duplicatesSuppressed}`,
-    `order_violations=${f.orderViolations}`,
+    f.busDestination === true
+      ? `out_of_order_info=${f.lateArrivals ?? 0}`
+      : `order_violations=${f.orderViolations}`,
     `dead_letters=${f.deadLetters}`,
     `relay_starts=${f.relay.starts}`,
     `relay_warnings=${f.relay.warnings}`,
   ].join(" ");
+}
+
+function orderFigure(f: LiveFigures): string {
+  return f.busDestination === true
+    ? `out of order (info: the bus does not order) ${f.lateArrivals ?? 0}`
+    : `order violations ${f.orderViolations}`;
 }
 
 function relayState(relay: LiveFigures["relay"]): string {

@@ -12,7 +12,7 @@ import { errorMessage } from "../../functions/shared/errors.ts";
 import { type OutboxNames, outboxNames } from "../../functions/shared/identifiers.ts";
 import { migrate } from "../../functions/shared/migrate.ts";
 import { type FaultProxy, startFaultProxy } from "../faultProxy.ts";
-import { type DemoBackends, startBackends } from "./backends.ts";
+import { type DemoBackends, type DemoDestination, startBackends } from "./backends.ts";
 import { Chaos, type ChaosReport } from "./chaos.ts";
 import { createInboxSchema, InboxConsumer } from "./consumer.ts";
 import { Dashboard, type LiveFigures } from "./dashboard.ts";
@@ -27,6 +27,8 @@ export interface DemoOptions {
   chaos: boolean;
   ratePerSecond: number;
   openOrders: number;
+  /** SQS FIFO (the relay's default) or an EventBridge bus whose rule feeds the consumer's queue. */
+  destination: DemoDestination;
 }
 
 /** How long the end of a run may take: the relay publishing what is left, then the consumer catching up. */
@@ -91,7 +93,7 @@ export class DemoRun {
 
   async setUp(): Promise<void> {
     const env = process.env;
-    this.#backends = await startBackends(env, this.#say);
+    this.#backends = await startBackends(env, this.#say, this.#options.destination);
     this.#teardown.push(() => this.#backends.stop());
     this.#names = outboxNames({
       schema: env.OUTBOX_SCHEMA || undefined,
@@ -107,8 +109,13 @@ export class DemoRun {
     const migrated = await migrate(this.#pool, { schema: this.#names.schema, table: this.#names.table });
     await createOrdersSchema(this.#pool);
     await createInboxSchema(this.#pool);
+    const bus = this.#backends.eventBus;
     this.#say(
-      `postgres: ${this.#backends.postgresSource}  sqs: ${this.#backends.sqsSource}  queue: ${this.#backends.queueUrl}` +
+      `postgres: ${this.#backends.postgresSource}  ` +
+        (bus === undefined
+          ? `sqs: ${this.#backends.sqsSource}  queue: ${this.#backends.queueUrl}`
+          : `eventbridge: ${this.#backends.sqsSource}  bus: ${bus.name}  rule: source=${bus.source}  ` +
+            `target queue: ${this.#backends.queueUrl}`) +
         `  (${migrated.applied.length} migration(s) applied)`,
     );
 
@@ -132,8 +139,12 @@ export class DemoRun {
     const { rows } = await this.#pool.query<{ now: Date }>("select now()");
     this.#since = rows[0]?.now ?? new Date();
     this.#startedAt = performance.now();
+    const route =
+      this.#backends.eventBus === undefined
+        ? "SQS FIFO"
+        : `EventBridge bus ${this.#backends.eventBus.name} -> rule -> SQS queue`;
     const header =
-      `outbox demo: orders service -> ${this.#names.qualified} -> relay (outbox relay, dwell) -> SQS FIFO -> ` +
+      `outbox demo: orders service -> ${this.#names.qualified} -> relay (outbox relay, dwell) -> ${route} -> ` +
       `consumer (inbox)${this.#options.chaos ? "   CHAOS ON" : ""}`;
     this.#dashboard = new Dashboard(header);
     if (!process.stdout.isTTY) this.#say(header);
@@ -205,7 +216,14 @@ export class DemoRun {
       ...process.env,
       DATABASE_URL: this.#backends.databaseUrl,
       DATABASE_SECRET_ARN: undefined,
-      OUTBOX_QUEUE_URL: this.#backends.queueUrl,
+      // Exactly one destination: the relay refuses both or neither.
+      ...(this.#backends.eventBus === undefined
+        ? { OUTBOX_QUEUE_URL: this.#backends.queueUrl, OUTBOX_EVENT_BUS_NAME: undefined }
+        : {
+            OUTBOX_QUEUE_URL: undefined,
+            OUTBOX_EVENT_BUS_NAME: this.#backends.eventBus.name,
+            OUTBOX_EVENT_SOURCE: this.#backends.eventBus.source,
+          }),
       OUTBOX_SCHEMA: this.#names.schema,
       OUTBOX_TABLE: this.#names.table,
       // Through the fault proxy in chaos mode, so the endpoint can fail for the relay alone.
@@ -277,6 +295,8 @@ export class DemoRun {
       endToEndP99Ms: percentile(lags, 0.99),
       duplicatesSuppressed: stats.duplicates,
       orderViolations: stats.orderViolations,
+      lateArrivals: stats.lateArrivals,
+      busDestination: this.#options.destination === "eventbridge",
       deadLetters: figures.deadLetters,
       relay: { pid: this.#relay.pid, starts: this.#relay.starts, warnings: this.#relayWarnings },
       phase: this.#phase,
