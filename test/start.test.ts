@@ -111,6 +111,43 @@ describe("npm start (local/start.ts)", () => {
     expect(rows[0]).toEqual({ inbox: written, distinct_ids: written, unknown_ids: 0 });
   });
 
+  it("--destination eventbridge: through a bus and a rule to the consumer's queue, every event consumed once", async () => {
+    // No AWS_ENDPOINT_URL: the demo picks its own endpoint (LocalStack with Docker, else the in-process one; moto
+    // would route only ~2 events/s from the bus to the queue).
+    const run = await runStart(["--destination", "eventbridge", "--duration", "6"], { DATABASE_URL: db.url });
+
+    expect(run.code, run.output).toBe(0);
+    expect(run.output).toMatch(
+      /postgres: env\s+eventbridge: (in-process|localstack)\s+bus: outbox-demo-\w+\s+rule: source=outbox-demo\.orders\s+target queue: \S+outbox-demo-\w+\s/,
+    );
+    expect(run.output).toMatch(/-> EventBridge bus outbox-demo-\w+ -> rule -> SQS queue -> consumer/);
+    expect(run.output).toMatch(/^t=\d+s written=\d+ .* out_of_order_info=\d+/m);
+    const written = figure(run.output, "events written");
+    expect(written).toBeGreaterThan(50);
+    expect(figure(run.output, "published")).toBe(written);
+    expect(figure(run.output, "consumed")).toBe(written);
+    expect(figure(run.output, "lost")).toBe(0);
+    // Reported, not hidden, and not a failure: the bus does not order.
+    expect(run.output).toMatch(/^ {2}out of order \(info\)\s+\d+\s+arrived after a later event/m);
+    expect(run.output).not.toMatch(/order violations/);
+    expect(run.output).toMatch(/^result: OK, .*order not guaranteed by the bus/m);
+    const { rows } = await db.pool.query(
+      `select count(*)::int as inbox, count(distinct i.outbox_id)::int as distinct_ids,
+              count(*) filter (where o.processed_at is null)::int as unpublished
+       from demo_consumer.inbox as i left join outbox_events as o on o.id = i.outbox_id`,
+    );
+    expect(rows[0]).toEqual({ inbox: written, distinct_ids: written, unpublished: 0 });
+  });
+
+  it("--chaos with --destination eventbridge is refused, naming both", async () => {
+    const run = await runStart(["--destination", "eventbridge", "--chaos", "--duration", "5"], {
+      DATABASE_URL: db.url,
+    });
+
+    expect(run.code).toBe(2);
+    expect(run.output).toMatch(/--chaos runs with --destination sqs only/);
+  });
+
   it("with no configuration, ends cleanly on Ctrl-C (SIGINT to the whole process group, as a terminal sends it)", async () => {
     const child = spawnStart([], {}, { ownProcessGroup: true });
     const run = collectOutput(child);
@@ -140,9 +177,16 @@ describe("npm start (local/start.ts)", () => {
 });
 
 describe("npm start's summary", () => {
-  function aResult(overrides: { notConsumed?: number; orderViolations?: number } = {}): DemoResult {
+  function aResult(
+    overrides: { notConsumed?: number; orderViolations?: number; destination?: "sqs" | "eventbridge" } = {},
+  ): DemoResult {
     return {
-      options: { durationSeconds: 10, chaos: false, ratePerSecond: 25 },
+      options: {
+        durationSeconds: 10,
+        chaos: false,
+        ratePerSecond: 25,
+        ...(overrides.destination === undefined ? {} : { destination: overrides.destination }),
+      },
       elapsedSeconds: 10,
       reconciled: { written: 250, unpublished: 0, deadLettered: 0, notConsumed: overrides.notConsumed ?? 0 },
       commitToPublish: { p50: 20, p99: 90 },
@@ -182,5 +226,19 @@ describe("npm start's summary", () => {
     expect(lost.text).toMatch(/^result: FAILED \(3 event\(s\) not consumed, 0 order violation\(s\)\)/m);
     expect(reordered.code).toBe(1);
     expect(reordered.text).toMatch(/^result: FAILED \(0 event\(s\) not consumed, 1 order violation\(s\)\)/m);
+  });
+
+  it("through a bus: late arrivals are reported as information and do not fail the run; a lost event does", () => {
+    const reordered = summarize(aResult({ destination: "eventbridge", orderViolations: 3 }));
+    const lost = summarize(aResult({ destination: "eventbridge", notConsumed: 2 }));
+
+    expect(reordered.code).toBe(0);
+    expect(reordered.text).toMatch(
+      /^ {2}out of order \(info\)\s+3\s+arrived after a later event of their order/m,
+    );
+    expect(reordered.text).not.toMatch(/order violations/);
+    expect(reordered.text).toMatch(/^result: OK, .*order not guaranteed by the bus: 3 late arrival\(s\)/m);
+    expect(lost.code).toBe(1);
+    expect(lost.text).toMatch(/^result: FAILED \(2 event\(s\) not consumed\)/m);
   });
 });
