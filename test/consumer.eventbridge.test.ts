@@ -34,6 +34,14 @@ const writeEffect: InboxRecordHandler = async (event, { client }) => {
   );
 };
 
+/** writeEffect, keeping each event the handler was given. */
+const keeping =
+  (seen: InboxEvent[]): InboxRecordHandler =>
+  async (event, context) => {
+    seen.push(event);
+    await writeEffect(event, context);
+  };
+
 /** Polls the rule's queue until `count` messages were handed to `handler`; returns them as received. */
 async function consume(
   sqs: SQSClient,
@@ -82,13 +90,7 @@ describe("consuming the relay's events from an EventBridge rule's queue (in-proc
       ),
     );
     const seen: InboxEvent[] = [];
-    const handler = createInboxHandler(
-      async (event, context) => {
-        seen.push(event);
-        await writeEffect(event, context);
-      },
-      { pool: db.pool, schema: CONSUMER_SCHEMA },
-    );
+    const handler = createInboxHandler(keeping(seen), { pool: db.pool, schema: CONSUMER_SCHEMA });
 
     const received = await consume(bus.sqs, bus.queueUrl, handler, 30);
 
@@ -187,13 +189,7 @@ describe("consuming through a rule on the emulator (moto or LocalStack)", () => 
       testRelayOptions("unused-with-a-bus", { publishTimeoutMs: 30_000 }),
     );
     const seen: InboxEvent[] = [];
-    const handler = createInboxHandler(
-      async (event, context) => {
-        seen.push(event);
-        await writeEffect(event, context);
-      },
-      { pool: db.pool, schema: CONSUMER_SCHEMA },
-    );
+    const handler = createInboxHandler(keeping(seen), { pool: db.pool, schema: CONSUMER_SCHEMA });
 
     await consume(sqs, queueUrl, handler, 3);
 
