@@ -19,7 +19,7 @@ const TICK_MS = 10;
 
 /**
  * A service writing at a steady rate through the real write API: every 10 ms one transaction with the events
- * that fell due (3 per tick at 300/s), each for a random aggregate. One writer, so writes per aggregate are
+ * that fell due (3 per tick at 300/s, 30 at 3,000/s), each for a random aggregate. One writer, so writes per aggregate are
  * serialized as the README requires. The timer paces the load; it synchronizes nothing.
  */
 export async function produceSteadily(pool: pg.Pool, load: SteadyLoad): Promise<ProducedEvents> {
