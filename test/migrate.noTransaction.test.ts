@@ -1,27 +1,13 @@
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pg from "pg";
-import { afterEach, describe, expect, it } from "vitest";
+import type pg from "pg";
+import { describe, expect, it } from "vitest";
 import { MigrationError } from "../functions/shared/errors.ts";
 import { migrate } from "../functions/shared/migrate.ts";
-import { createEmptyDatabase } from "./support/db.ts";
+import { useEmptyDatabases } from "./support/db.ts";
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-});
-
-async function emptyPool() {
-  const database = await createEmptyDatabase();
-  const pool = new pg.Pool({ connectionString: database.url, max: 4 });
-  pool.on("error", () => {});
-  cleanups.push(async () => {
-    await pool.end();
-    await database.drop();
-  });
-  return pool;
-}
+const { emptyPool } = useEmptyDatabases();
 
 const CLAIM_INDEX_MIGRATION = "0003_claim_heads_index.sql";
 

@@ -1,27 +1,13 @@
 import { mkdtemp, readdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pg from "pg";
-import { afterEach, describe, expect, it } from "vitest";
+import type pg from "pg";
+import { describe, expect, it } from "vitest";
 import { MigrationError } from "../functions/shared/errors.ts";
 import { defaultMigrationsDir, migrate } from "../functions/shared/migrate.ts";
-import { createEmptyDatabase } from "./support/db.ts";
+import { useEmptyDatabases } from "./support/db.ts";
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-});
-
-async function emptyPool() {
-  const database = await createEmptyDatabase();
-  const pool = new pg.Pool({ connectionString: database.url, max: 4 });
-  pool.on("error", () => {}); // `drop database ... with (force)` may end a session pool.end() is still closing
-  cleanups.push(async () => {
-    await pool.end();
-    await database.drop();
-  });
-  return pool;
-}
+const { emptyPool, cleanUpFirst } = useEmptyDatabases();
 
 describe("migrate", () => {
   it("applies every migration to an empty database, and a second run is a no-op", async () => {
@@ -126,7 +112,7 @@ describe("migrate", () => {
         await blocker.query("commit");
         blocker.release();
       };
-      cleanups.unshift(endBlocker);
+      cleanUpFirst(endBlocker);
       return { pool, dir, endBlocker };
     }
 

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, inject } from "vitest";
+import { afterAll, afterEach, beforeAll, inject } from "vitest";
 import { withDatabase } from "./templateDatabase.ts";
 
 export interface TestDatabase {
@@ -50,6 +50,36 @@ export async function createEmptyDatabase(): Promise<{ url: string; drop(): Prom
       await client.connect();
       await client.query(`drop database if exists ${name} with (force)`);
       await client.end();
+    },
+  };
+}
+
+/**
+ * For tests that need a database with nothing in it (migrations): `emptyPool()` creates one per call, and the
+ * pools and databases are dropped after each test; `cleanUpFirst` runs a step before those (ending a session
+ * that would hold up the drop).
+ */
+export function useEmptyDatabases(): {
+  emptyPool(): Promise<pg.Pool>;
+  cleanUpFirst(cleanup: () => Promise<void>): void;
+} {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0)) await cleanup();
+  });
+  return {
+    async emptyPool() {
+      const database = await createEmptyDatabase();
+      const pool = new pg.Pool({ connectionString: database.url, max: 4 });
+      pool.on("error", () => {}); // `drop database ... with (force)` may end a session pool.end() is still closing
+      cleanups.push(async () => {
+        await pool.end();
+        await database.drop();
+      });
+      return pool;
+    },
+    cleanUpFirst(cleanup) {
+      cleanups.unshift(cleanup);
     },
   };
 }
