@@ -37,8 +37,8 @@ describe("relay configuration from the environment", () => {
   it("applies documented defaults", () => {
     const config = relayConfigFromEnv(base);
     expect(config.relay).toMatchObject({
-      batchSize: 100,
-      concurrency: 10,
+      batchSize: 500,
+      concurrency: 50,
       maxAttempts: 10,
       mode: "dwell",
       strictOrder: false,

@@ -47,8 +47,12 @@ export interface RelayOptions extends OutboxLocation {
 }
 
 export const DEFAULT_RELAY_OPTIONS = {
-  batchSize: 100,
-  concurrency: 10,
+  // A round's publishing is one wave of batch / 10 requests at this concurrency, so a round costs about one SQS
+  // round trip whatever its size, and bigger rounds amortize it: against a 20 ms SQS, 100 x 10 reached 5.4k
+  // events/s and 500 x 50 9.7-10k on the 2-core bench machine, where Postgres, the endpoint and the relay share
+  // the CPU (bench (3), docs/benchmarks.md). A round that is not full costs no more for the larger limit.
+  batchSize: 500,
+  concurrency: 50,
   maxAttempts: 10,
   backoffBaseMs: 1_000,
   backoffMaxMs: 300_000,
@@ -56,7 +60,7 @@ export const DEFAULT_RELAY_OPTIONS = {
   // Measured (bench "relay peak RSS", 400 events of ~1 MiB): a round's memory is ~3x the payload bytes it
   // loads (pg's result, the compact body, the SDK's request JSON). Two rounds of 32 MiB peaked at 303 MiB RSS
   // (99 idle), against 611 MiB with every claimed payload loaded: a 512 MB Lambda keeps its headroom. Small
-  // events never reach it (100 x 10 KB = 1 MB).
+  // events rarely reach it (500 x 10 KB = 5 MB).
   batchMaxBytes: 32 * 1_048_576,
   mode: "dwell",
   publishTimeoutMs: 10_000,
