@@ -1,3 +1,4 @@
+import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay.ts";
 import type { CpuReading } from "./lib/cpuMeter.ts";
 import type { PhaseTotals } from "./lib/roundProfile.ts";
 import type { Repeated } from "./lib/stats.ts";
@@ -92,7 +93,10 @@ export interface DestinationThroughput {
 const tuningLabel = (t: RelayTuning) =>
   `batch ${t.batchSize}, concurrency ${t.concurrency}${(t.loops ?? 1) > 1 ? `, ${t.loops} loops (pipelining preview)` : ""}`;
 const pipelined = (t: RelayTuning) => (t.loops ?? 1) > 1;
-const isDefault = (t: RelayTuning) => t.batchSize === 100 && t.concurrency === 10 && !pipelined(t);
+const isDefault = (t: RelayTuning) =>
+  t.batchSize === DEFAULT_RELAY_OPTIONS.batchSize &&
+  t.concurrency === DEFAULT_RELAY_OPTIONS.concurrency &&
+  !pipelined(t);
 const medianOf = (values: number[]) =>
   [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)] ?? NaN;
 
@@ -214,7 +218,7 @@ export function summaryTable(r: BenchResults): string {
       [`+ one aggregate with ${n(c.hot.hotRows)} waiting rows (statistics from before it)`, c.hot],
     ] as const) {
       rows.push([
-        `6. claim (batch 100), ${n(c.publishedRows)} published + ${n(c.pendingRows)} pending rows, ${label}`,
+        `6. claim (batch ${DEFAULT_RELAY_OPTIONS.batchSize}), ${n(c.publishedRows)} published + ${n(c.pendingRows)} pending rows, ${label}`,
         `p50 ${n(t.p50, 2)} / p99 ${n(t.p99, 2)} ms`,
         `${t.claims} claims; EXPLAIN ${n(t.explain.executionMs, 2)} ms, ${n(t.explain.sharedHit)} buffers hit: ${t.explain.plan}`,
         `p99 ≤ ${TARGETS.claimP99Ms} ms`,

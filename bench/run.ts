@@ -52,7 +52,7 @@ const ZERO_LATENCY_TUNINGS: RelayTuning[] = [
   DEFAULT_TUNING,
   { ...DEFAULT_TUNING, loops: 2 },
   { batchSize: 100, concurrency: 10 },
-  { batchSize: 250, concurrency: 25 },
+  { batchSize: 500, concurrency: 50 },
   { batchSize: 1000, concurrency: 50 },
 ];
 const SQS_LATENCY_MS = 20;
@@ -60,8 +60,7 @@ const LATENCY_TUNINGS: RelayTuning[] = [
   DEFAULT_TUNING,
   { ...DEFAULT_TUNING, loops: 2 },
   { batchSize: 100, concurrency: 10 },
-  { batchSize: 250, concurrency: 25 },
-  { batchSize: 250, concurrency: 25, loops: 2 },
+  { batchSize: 500, concurrency: 50 },
   { batchSize: 1000, concurrency: 50 },
 ];
 const BASELINE_BACKLOG: BacklogShape = { events: 10_000, aggregates: 1_000 };

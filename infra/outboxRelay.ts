@@ -103,7 +103,7 @@ export interface OutboxRelayTuning {
   readonly strictOrder?: boolean;
   /** Default 1 MiB for the queue this construct creates, 256 KiB (the attribute's default) for an existing one. */
   readonly maxMessageBytes?: number;
-  /** Payload bytes one round may hold (RELAY_BATCH_MAX_BYTES). Default 32 MiB, the relay's own. Sizes the memory. */
+  /** Payload bytes one round may hold (RELAY_BATCH_MAX_BYTES). Default 16 MiB, the relay's own. Sizes the memory. */
   readonly batchMaxBytes?: number;
   /** Rounds in flight at once per invocation, each on its own session (RELAY_PARALLEL_ROUNDS). Default 2. */
   readonly parallelRounds?: number;

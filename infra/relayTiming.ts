@@ -132,9 +132,8 @@ export function silentPeriodsBeforeAlarm(longestTickGapSeconds: number, periodSe
 export const MIB = 1_048_576;
 
 /**
- * RELAY_BATCH_MAX_BYTES the construct sets when none is given: the relay's own default, 32 MiB of payload per
- * round. A full 100-row batch of 1 MiB messages (100 MiB) is cut at 32 rows, which still fills ~3
- * SendMessageBatch requests per group of 10 aggregates; smaller messages never reach the cap.
+ * RELAY_BATCH_MAX_BYTES the construct sets when none is given: the relay's own default, 16 MiB of payload per
+ * round. A full 250-row batch of 1 MiB messages is cut at 16 rows; smaller messages rarely reach the cap.
  */
 export const DEFAULT_BATCH_MAX_BYTES: number = DEFAULT_RELAY_OPTIONS.batchMaxBytes;
 
@@ -173,10 +172,10 @@ export interface RelayMemory {
 }
 
 /**
- * The relay's memory, derived from its byte budget. With the defaults (32 MiB per round, 2 parallel rounds,
- * batch 100, 1 MiB messages): a round holds min(32, 100 x 1) = 32 MiB; two rounds in flight at 3 copies each
- * are 192 MiB; plus the 256 MB base that is 448 MB (bench: the relay draining 1 MiB events peaked at 303 MiB
- * RSS with these defaults). (The old fixed 512 MB could not hold two rounds of 100
+ * The relay's memory, derived from its byte budget. With the defaults (16 MiB per round, 4 parallel rounds,
+ * batch 250, 1 MiB messages): a round holds min(16, 250 x 1) = 16 MiB; four rounds in flight at 3 copies each
+ * are 192 MiB; plus the 256 MB base that is 448 MB (bench: the relay draining 1 MiB events with these defaults
+ * peaked at 344 MiB RSS). (The old fixed 512 MB could not hold two rounds of 100
  * rows of 1 MiB: 2 x 100 MiB of payload before any copy.) Rounded up to a multiple of 64 MB, within Lambda's
  * 128-10,240 MB.
  */

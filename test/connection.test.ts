@@ -37,12 +37,13 @@ describe("relay configuration from the environment", () => {
   it("applies documented defaults", () => {
     const config = relayConfigFromEnv(base);
     expect(config.relay).toMatchObject({
-      batchSize: 500,
-      concurrency: 50,
+      batchSize: 250,
+      concurrency: 25,
+      parallelRounds: 4,
       maxAttempts: 10,
       mode: "dwell",
       strictOrder: false,
-      batchMaxBytes: 33_554_432,
+      batchMaxBytes: 16_777_216,
     });
     expect(config).toMatchObject({ budgetMarginMs: 5_000, listen: false });
   });

@@ -245,7 +245,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           RELAY_MAX_DURATION_MS: "145000",
           RELAY_BUDGET_MARGIN_MS: "5000",
           RELAY_MAX_MESSAGE_BYTES: "1048576",
-          RELAY_BATCH_MAX_BYTES: String(32 * MIB),
+          RELAY_BATCH_MAX_BYTES: String(16 * MIB),
           POWERTOOLS_SERVICE_NAME: "Example-Outbox-relay",
           POWERTOOLS_METRICS_NAMESPACE: "OutboxRelay",
           NODE_OPTIONS: "--enable-source-maps",
@@ -908,14 +908,15 @@ describe("OutboxRelay construct options", () => {
     });
     // 256 + 3 x 4 x 32 = 640 MB.
     expect(relay.MemorySize).toBe(640);
+    // The default budget (16 MiB) with 8 rounds: 256 + 3 x 8 x 16 = 640 MB.
     expect(
       functionProps(
-        constructStack(() => ({ relay: { parallelRounds: 4 } })),
+        constructStack(() => ({ relay: { parallelRounds: 8 } })),
         "OutboxRelayFunction",
       ).MemorySize,
     ).toBe(640);
     expect(() => constructStack(() => ({ relay: { memorySize: 384 } }))).toThrow(
-      /relay.memorySize 384 MB is below the 448 MB that 2 parallel rounds of 33554432 payload bytes need/,
+      /relay.memorySize 384 MB is below the 448 MB that 4 parallel rounds of 16777216 payload bytes need/,
     );
     expect(() => constructStack(() => ({ relay: { parallelRounds: 0 } }))).toThrow(
       /relay.parallelRounds must be an integer from 1 to 16, got 0/,

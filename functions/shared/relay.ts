@@ -48,11 +48,12 @@ export interface RelayOptions extends OutboxLocation {
 
 export const DEFAULT_RELAY_OPTIONS = {
   // A round's publishing is one wave of batch / 10 requests at this concurrency, so a round costs about one SQS
-  // round trip whatever its size, and bigger rounds amortize it: against a 20 ms SQS, 100 x 10 reached 5.4k
-  // events/s and 500 x 50 9.7-10k on the 2-core bench machine, where Postgres, the endpoint and the relay share
-  // the CPU (bench (3), docs/benchmarks.md). A round that is not full costs no more for the larger limit.
-  batchSize: 500,
-  concurrency: 50,
+  // round trip whatever its size, and bigger rounds amortize it. Measured on the 2-core bench machine, where
+  // Postgres, the endpoint and the relay share the CPU (docs/benchmarks.md): 100 x 10 gave 9.0k events/s at 0 ms
+  // and 5.4k at 20 ms; 250 x 25 11.6k and 8.7k; 500 x 50 9.1k and 9.4k, but its 500-row claims took p99 12-15 ms
+  // (the claim target is 10 ms) and its latency p99 at 3,000 events/s rose to 104 ms. 250 x 25 is the balance.
+  batchSize: 250,
+  concurrency: 25,
   maxAttempts: 10,
   backoffBaseMs: 1_000,
   backoffMaxMs: 300_000,
@@ -60,16 +61,17 @@ export const DEFAULT_RELAY_OPTIONS = {
   // Measured (bench "relay peak RSS", 400 events of ~1 MiB): a round's memory is ~3x the payload bytes it
   // loads (pg's result, the compact body, the SDK's request JSON). Two rounds of 32 MiB peaked at 303 MiB RSS
   // (99 idle), against 611 MiB with every claimed payload loaded: a 512 MB Lambda keeps its headroom. Small
-  // events rarely reach it (500 x 10 KB = 5 MB).
-  batchMaxBytes: 32 * 1_048_576,
+  // events rarely reach it (250 x 10 KB = 2.5 MB).
+  // With 4 rounds in flight, 32 MiB each peaked at 421 MiB: 16 MiB keeps a 512 MB Lambda's headroom.
+  batchMaxBytes: 16 * 1_048_576,
   mode: "dwell",
   publishTimeoutMs: 10_000,
   statementTimeoutMs: 5_000,
   idlePollMinMs: 10,
   idlePollMaxMs: 250,
-  // Publishing is 63-87% of a round (bench): a second loop nearly doubled throughput against a 20 ms SQS
-  // (3,047 -> 5,921 events/s) for one more database session.
-  parallelRounds: 2,
+  // Publishing is 60-77% of a round (bench): each round in flight adds a wave of requests per SQS round trip.
+  // Against a 20 ms SQS, 250 x 25 gave 9.3k events/s with 2 rounds and 10.8k with 4, for two more sessions.
+  parallelRounds: 4,
 } as const satisfies RelayOptions;
 
 /** The subset of Powertools Logger (or console-like loggers) the engine uses: a message and structured fields. */
