@@ -1,44 +1,12 @@
 import { describe, expect, it } from "vitest";
-import type { Queryable } from "../functions/shared/db.ts";
 import { outboxNames } from "../functions/shared/identifiers.ts";
-import { claimBatch } from "../functions/shared/sql/claimBatch.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { explainClaim, type PlanNode } from "./support/explainClaim.ts";
 
 const db = useTestDatabase();
 
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  "Index Name"?: string;
-  "Actual Loops"?: number;
-  "Shared Hit Blocks"?: number;
-  Plans?: PlanNode[];
-}
-
 function nodes(plan: PlanNode): PlanNode[] {
   return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
-
-/** Runs claimBatch's own SQL under EXPLAIN ANALYZE (rolled back), returning the plan. */
-async function explainClaim(strictOrder: boolean): Promise<PlanNode> {
-  const client = await db.pool.connect();
-  let plan: PlanNode | undefined;
-  const explaining: Queryable = {
-    async query(text, values) {
-      const result = await client.query(`explain (analyze, buffers, format json) ${text}`, values);
-      plan = result.rows[0]["QUERY PLAN"][0].Plan;
-      return { rows: [], rowCount: 0 };
-    },
-  };
-  try {
-    await client.query("begin");
-    await claimBatch(explaining, outboxNames(), { limit: 100, strictOrder });
-  } finally {
-    await client.query("rollback");
-    client.release();
-  }
-  if (plan === undefined) throw new Error("no plan");
-  return plan;
 }
 
 describe("claim query plan", () => {
@@ -62,7 +30,7 @@ describe("claim query plan", () => {
       [false, "outbox_pending_live"],
       [true, "outbox_pending_aggregate"],
     ] as const) {
-      const all = nodes(await explainClaim(strictOrder));
+      const all = nodes(await explainClaim(db.pool, outboxNames(), { limit: 100, strictOrder }));
 
       // What stale statistics tempt the planner into: reading a whole pending index (or the table) and sorting
       // it for every step of the walk (30 s per claim over 200,000 waiting rows, with the old pending_seq).

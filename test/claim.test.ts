@@ -1,5 +1,4 @@
 import { describe, expect, it } from "vitest";
-import type { Queryable } from "../functions/shared/db.ts";
 import { outboxNames } from "../functions/shared/identifiers.ts";
 import {
   type ClaimCursor,
@@ -8,16 +7,12 @@ import {
   newClaimCursor,
 } from "../functions/shared/sql/claimBatch.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { explainClaim } from "./support/explainClaim.ts";
 import { drain, testRelayOptions } from "./support/relay.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "./support/sqs.ts";
 
 const db = useTestDatabase();
 const names = outboxNames();
-
-interface PlanNode {
-  "Shared Hit Blocks"?: number;
-  "Shared Read Blocks"?: number;
-}
 
 /** `count` pending rows of one aggregate in one statement, optionally with column overrides (SQL expressions). */
 async function insertRows(aggregateId: string, count: number, columns: Record<string, string> = {}) {
@@ -57,23 +52,7 @@ async function claim(options: { limit: number; strictOrder?: boolean; cursor?: C
 
 /** Shared buffers the claim's SQL touches under EXPLAIN (ANALYZE, BUFFERS), rolled back: its work, not its time. */
 async function claimBuffers(options: { limit: number; strictOrder?: boolean }): Promise<number> {
-  const client = await db.pool.connect();
-  let plan: PlanNode | undefined;
-  const explaining: Queryable = {
-    async query(text, values) {
-      const result = await client.query(`explain (analyze, buffers, format json) ${text}`, values);
-      plan = result.rows[0]["QUERY PLAN"][0].Plan;
-      return { rows: [], rowCount: 0 };
-    },
-  };
-  try {
-    await client.query("begin");
-    await claimBatch(explaining, names, { strictOrder: false, ...options });
-  } finally {
-    await client.query("rollback");
-    client.release();
-  }
-  if (plan === undefined) throw new Error("no plan");
+  const plan = await explainClaim(db.pool, names, { strictOrder: false, ...options });
   return (plan["Shared Hit Blocks"] ?? 0) + (plan["Shared Read Blocks"] ?? 0);
 }
 
