@@ -1,23 +1,19 @@
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { App, Duration, Stack } from "aws-cdk-lib";
+import { Duration, Stack } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
-import * as ec2 from "aws-cdk-lib/aws-ec2";
-import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as sns from "aws-cdk-lib/aws-sns";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { describe, expect, it } from "vitest";
 import { OutboxConsumer, type OutboxConsumerProps } from "../infra/consumer.ts";
 import { OutboxRelay, PROJECT_ROOT } from "../infra/outboxRelay.ts";
+import { importedNetwork, newApp } from "./support/template.ts";
 
 /** Template-level tests (bundling skipped, as in infra.test.ts); infra.synth.test.ts covers real bundling. */
-const CDK_CONTEXT = JSON.parse(readFileSync(join(PROJECT_ROOT, "cdk.json"), "utf8")).context;
 const ENTRY = join(PROJECT_ROOT, "test/fixtures/consumerHandler.ts");
 
 function stackWithQueue() {
-  const app = new App({ context: { ...CDK_CONTEXT, "aws:cdk:bundling-stacks": [] } });
-  const stack = new Stack(app, "Consumer", { env: { account: "123456789012", region: "eu-west-1" } });
+  const stack = new Stack(newApp(), "Consumer", { env: { account: "123456789012", region: "eu-west-1" } });
   const dlq = new sqs.Queue(stack, "Dlq", { fifo: true, enforceSSL: true });
   const queue = new sqs.Queue(stack, "Queue", {
     fifo: true,
@@ -25,22 +21,6 @@ function stackWithQueue() {
     deadLetterQueue: { queue: dlq, maxReceiveCount: 5 },
   });
   return { stack, queue, dlq };
-}
-
-/** An imported VPC and database secret, as a service that already has its database would pass them. */
-function importedNetwork(stack: Stack) {
-  const vpc = ec2.Vpc.fromVpcAttributes(stack, "Vpc", {
-    vpcId: "vpc-0123456789abcdef0",
-    availabilityZones: ["eu-west-1a"],
-    privateSubnetIds: ["subnet-0123456789abcdef0"],
-    privateSubnetRouteTableIds: ["rtb-0123456789abcdef0"],
-  });
-  const secret = secretsmanager.Secret.fromSecretCompleteArn(
-    stack,
-    "Secret",
-    "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf",
-  );
-  return { vpc, secret };
 }
 
 /** The construct on a queue with a dead-letter queue; `extra` may add props (and resources for them). */
@@ -153,7 +133,7 @@ describe("OutboxConsumer", () => {
 
 describe("OutboxRelay's consumer prop", () => {
   it("creates the consumer on the relay's queue, without a second alarm on the relay's dead-letter queue", () => {
-    const app = new App({ context: { ...CDK_CONTEXT, "aws:cdk:bundling-stacks": [] } });
+    const app = newApp();
     const stack = new Stack(app, "Outbox");
     const { vpc, secret } = importedNetwork(stack);
     const relay = new OutboxRelay(stack, "Outbox", {

@@ -20,14 +20,8 @@ export function newApp(context: Record<string, unknown> = {}): App {
 
 export type OutboxRelayProps = ConstructorParameters<typeof OutboxRelay>[2];
 
-/** The construct in a stack of its own, against an imported VPC and secret; `extra` may add resources. */
-export function outboxStack(
-  extra: (stack: Stack) => Partial<OutboxRelayProps> = () => ({}),
-  stackProps: { name?: string; env?: { account: string; region: string } } = {},
-) {
-  const stack = new Stack(newApp(), stackProps.name ?? "Consumer", {
-    ...(stackProps.env === undefined ? {} : { env: stackProps.env }),
-  });
+/** An imported VPC and database secret, as a service that already has its database would pass them. */
+export function importedNetwork(stack: Stack) {
   const vpc = ec2.Vpc.fromVpcAttributes(stack, "Vpc", {
     vpcId: "vpc-0123456789abcdef0",
     availabilityZones: ["eu-west-1a"],
@@ -39,6 +33,18 @@ export function outboxStack(
     "Secret",
     "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf",
   );
+  return { vpc, secret };
+}
+
+/** The construct in a stack of its own, against an imported VPC and secret; `extra` may add resources. */
+export function outboxStack(
+  extra: (stack: Stack) => Partial<OutboxRelayProps> = () => ({}),
+  stackProps: { name?: string; env?: { account: string; region: string } } = {},
+) {
+  const stack = new Stack(newApp(), stackProps.name ?? "Consumer", {
+    ...(stackProps.env === undefined ? {} : { env: stackProps.env }),
+  });
+  const { vpc, secret } = importedNetwork(stack);
   const relay = new OutboxRelay(stack, "Outbox", {
     database: { secret, vpc },
     migrations: false,
