@@ -8,6 +8,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
+import { type Queryable, withTransaction } from "../../functions/shared/db.ts";
 import { enqueue } from "../../functions/shared/enqueue.ts";
 import type { OutboxLocation } from "../../functions/shared/identifiers.ts";
 import { sleep } from "../../functions/shared/sleep.ts";
@@ -51,7 +52,7 @@ export class OrdersService {
 
   /** Inserts the order and its `order.created` event; both commit or neither does. */
   placeOrder(orderId: string, totalCents: number): Promise<Written> {
-    return this.#transaction(async (client) => {
+    return withTransaction(this.#pool, async (client) => {
       await client.query(
         "insert into demo_orders (id, status, sequence, total_cents) values ($1, 'created', 1, $2)",
         [orderId, totalCents],
@@ -66,7 +67,7 @@ export class OrdersService {
    * Returns undefined for an order already delivered.
    */
   advanceOrder(orderId: string): Promise<Written | undefined> {
-    return this.#transaction(async (client) => {
+    return withTransaction(this.#pool, async (client) => {
       const { rows } = await client.query<{ sequence: number; total_cents: number }>(
         `update demo_orders set sequence = sequence + 1, status = ($2::text[])[sequence + 1], updated_at = now()
          where id = $1 and sequence < cardinality($2::text[])
@@ -85,28 +86,13 @@ export class OrdersService {
     });
   }
 
-  async #enqueue(client: pg.PoolClient, eventType: string, event: OrderEvent): Promise<Written> {
+  async #enqueue(client: Queryable, eventType: string, event: OrderEvent): Promise<Written> {
     const { id } = await enqueue(
       client,
       { aggregateType: "order", aggregateId: event.orderId, eventType, payload: event },
       this.#outbox,
     );
     return { id, orderId: event.orderId, sequence: event.sequence };
-  }
-
-  async #transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.#pool.connect();
-    try {
-      await client.query("begin");
-      const result = await work(client);
-      await client.query("commit");
-      return result;
-    } catch (error) {
-      await client.query("rollback").catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
   }
 }
 
