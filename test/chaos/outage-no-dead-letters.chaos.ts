@@ -1,5 +1,5 @@
 import { expect, it } from "vitest";
-import { expectSurvived, seededRandom, useChaosEnvironment } from "./support/chaosSuite.ts";
+import { expectSurvived, refuseRequests, seededRandom, useChaosEnvironment } from "./support/chaosSuite.ts";
 import { runChaosScenario } from "./support/scenario.ts";
 
 const env = useChaosEnvironment();
@@ -27,15 +27,7 @@ it("an SQS outage longer than max attempts × backoff cap, then server-side entr
       await ctx.waitFor("20% written", () => ctx.written() >= ctx.load.events * 0.2, 60_000);
       const endOutage = ctx.beginFault("SQS outage");
       const outageStarted = Date.now();
-      for (const mode of ["reset", "unavailable"] as const) {
-        const refusedBefore = ctx.fake.stats.failedRequests;
-        ctx.fake.down(mode);
-        await ctx.waitFor(
-          `the relay to hit ${REFUSED_PER_MODE} refused requests (${mode})`,
-          () => ctx.fake.stats.failedRequests - refusedBefore >= REFUSED_PER_MODE,
-          90_000,
-        );
-      }
+      await refuseRequests(ctx, REFUSED_PER_MODE, 90_000);
       const outageMs = Date.now() - outageStarted;
       ctx.fake.up();
       endOutage();

@@ -1,5 +1,5 @@
 import { expect, it } from "vitest";
-import { expectSurvived, useChaosEnvironment } from "./support/chaosSuite.ts";
+import { expectSurvived, refuseRequests, useChaosEnvironment } from "./support/chaosSuite.ts";
 import { runChaosScenario } from "./support/scenario.ts";
 
 const env = useChaosEnvironment();
@@ -13,15 +13,7 @@ it("SQS fails every request for a while (connections reset, then 503s), then rec
     async chaos(ctx) {
       await ctx.waitFor("30% written", () => ctx.written() >= ctx.load.events * 0.3, 60_000);
       const endFault = ctx.beginFault("SQS outage");
-      for (const mode of ["reset", "unavailable"] as const) {
-        const refusedBefore = ctx.fake.stats.failedRequests;
-        ctx.fake.down(mode);
-        await ctx.waitFor(
-          `the relay to hit ${REFUSED_PER_MODE} refused requests (${mode})`,
-          () => ctx.fake.stats.failedRequests - refusedBefore >= REFUSED_PER_MODE,
-          30_000,
-        );
-      }
+      await refuseRequests(ctx, REFUSED_PER_MODE, 30_000);
       // Producers keep committing through the outage; the backlog must drain after it.
       await ctx.waitFor(
         "60% written during the outage",

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect } from "vitest";
 import { type FakeSqs, startFakeSqs } from "../../../local/fakeSqs.ts";
 import { type TestDatabase, useTestDatabase } from "../../support/db.ts";
 import { chaosLoad } from "./profile.ts";
-import { type ChaosReport, describeReport } from "./scenario.ts";
+import { type ChaosContext, type ChaosReport, describeReport } from "./scenario.ts";
 
 export interface ChaosEnvironment {
   db: TestDatabase;
@@ -53,4 +53,25 @@ export function seededRandom(seed: number): () => number {
     state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
     return state / 2 ** 31;
   };
+}
+
+/**
+ * An SQS outage in both shapes the fake can refuse a request: connections reset, then 503s. Each lasts until the
+ * relay has had `refusedPerMode` requests refused (an outage measured in the relay's attempts, not in time); the
+ * endpoint is left down: the caller brings it back up.
+ */
+export async function refuseRequests(
+  ctx: ChaosContext,
+  refusedPerMode: number,
+  timeoutMs: number,
+): Promise<void> {
+  for (const mode of ["reset", "unavailable"] as const) {
+    const refusedBefore = ctx.fake.stats.failedRequests;
+    ctx.fake.down(mode);
+    await ctx.waitFor(
+      `the relay to hit ${refusedPerMode} refused requests (${mode})`,
+      () => ctx.fake.stats.failedRequests - refusedBefore >= refusedPerMode,
+      timeoutMs,
+    );
+  }
 }
