@@ -103,7 +103,7 @@ function recordingPool(pool: pg.Pool, afterDelete: (deleted: number) => void = (
       return {
         // biome-ignore lint/suspicious/noExplicitAny: pg's own signature, as in db.ts.
         async query(text: string, values?: unknown[]): Promise<any> {
-          if (text === "begin") transactions.push([]);
+          if (text.startsWith("begin")) transactions.push([]);
           const result = await client.query(text, values);
           const statement = text.trim().split(/\s/)[0] ?? "";
           transactions.at(-1)?.push(statement);

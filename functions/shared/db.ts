@@ -1,4 +1,4 @@
-import { DatabaseTimeoutError } from "./errors.ts";
+import { DatabaseTimeoutError, TransactionRolledBackError } from "./errors.ts";
 
 /**
  * The one database seam. Core functions take a `Queryable` (pg's Client, PoolClient or Pool all fit) or a
@@ -7,6 +7,8 @@ import { DatabaseTimeoutError } from "./errors.ts";
 export interface QueryResultLike<R> {
   rows: R[];
   rowCount: number | null;
+  /** The command tag; COMMIT of an aborted transaction reports "ROLLBACK". */
+  command?: string;
 }
 
 export interface Queryable {
@@ -24,7 +26,16 @@ export interface SessionPool {
   connect(): Promise<SessionClient>;
 }
 
-/** Runs `work` in a transaction on a session of its own; rolls back (and discards a broken session) on error. */
+/**
+ * Runs `work` in a transaction on a session of its own; rolls back (and discards a broken session) on error.
+ *
+ * - `read committed` is explicit: a role, database or RDS parameter group may set
+ *   `default_transaction_isolation = repeatable read`, under which a claim racing another relay's commit fails
+ *   with 40001 (https://www.postgresql.org/docs/current/transaction-iso.html#XACT-REPEATABLE-READ). Every
+ *   statement here is written for read committed's per-statement snapshot.
+ * - A COMMIT answered with ROLLBACK (the transaction was already aborted) throws TransactionRolledBackError:
+ *   a caller must never take a rolled-back transaction for a committed one.
+ */
 export async function withTransaction<T>(pool: SessionPool, work: (client: SessionClient) => Promise<T>) {
   const client = await pool.connect();
   // A checked-out pg client reports a dropped socket as an 'error' event; unheard, it would crash the process.
@@ -32,9 +43,14 @@ export async function withTransaction<T>(pool: SessionPool, work: (client: Sessi
   const ignore = () => {};
   client.on?.("error", ignore);
   try {
-    await client.query("begin");
+    await client.query("begin isolation level read committed");
     const result = await work(client);
-    await client.query("commit");
+    const committed = await client.query("commit");
+    if (committed.command === "ROLLBACK") {
+      throw new TransactionRolledBackError(
+        "COMMIT was answered with ROLLBACK: the transaction had already failed (an error caught inside it), nothing it wrote was kept",
+      );
+    }
     client.off?.("error", ignore);
     client.release();
     return result;

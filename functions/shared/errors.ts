@@ -37,6 +37,16 @@ export class DatabaseTimeoutError extends OutboxError {
 }
 
 /**
+ * COMMIT was answered with ROLLBACK: the transaction had already failed (a statement error the caller caught, a
+ * deferred constraint), so nothing it wrote is in the database. Postgres reports this as a successful COMMIT
+ * whose command tag is ROLLBACK, not as an error ("COMMIT ... If the transaction is in an aborted state, it is
+ * rolled back": https://www.postgresql.org/docs/current/sql-commit.html), so it must be checked.
+ */
+export class TransactionRolledBackError extends OutboxError {
+  override name = "TransactionRolledBackError";
+}
+
+/**
  * SQLSTATEs worth retrying: the transaction was rolled back by the server for reasons that say nothing
  * about the statement (serialization, deadlock, failover, admin shutdown, lost connection).
  */
