@@ -163,8 +163,9 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       key: "relayThrottles",
       id: "RelayThrottlesAlarm",
       description:
-        "The relay was throttled. Its reserved concurrency admits every overlap the schedule can produce, early " +
-        `and late ticks included, so a throttle means extra invocations or an account concurrency limit. ${RUNBOOK}`,
+        "The relay was throttled: the account's concurrency is exhausted, or (with relay.reservedConcurrency, which " +
+        "admits every overlap the schedule can produce, early and late ticks included) something invoked it beyond " +
+        `the schedule. ${RUNBOOK}`,
       metric: subjects.relayFunction.metricThrottles({ period: Duration.minutes(5), statistic: "Sum" }),
       threshold: 1,
       comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -238,6 +239,19 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       evaluationPeriods: 1,
       treatMissingData: MISSING,
     },
+    {
+      key: "newDeadLetters",
+      id: "NewDeadLettersAlarm",
+      description:
+        "The relay dead-lettered outbox events in the last minute. Pages for each new dead letter: DeadLetters " +
+        `above stays in ALARM while any is kept, so it says nothing about the second one. ${RUNBOOK}`,
+      metric: subjects.metric("EventsDeadLettered", "relay", { statistic: "Sum", period: MINUTE }),
+      threshold: 0,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      // A running relay writes the counter every window, zeros included; no relay is RelayNotRunning's to report.
+      treatMissingData: NOT_BREACHING,
+    },
     subjects.strictOrder && {
       key: "blockedAggregates",
       id: "BlockedAggregatesAlarm",
@@ -284,6 +298,35 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       metric: subjects.consumerDeadLetterQueue.metricApproximateNumberOfMessagesVisible({
         period: Duration.minutes(5),
         statistic: "Maximum",
+      }),
+      threshold: 0,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: NOT_BREACHING,
+    },
+    subjects.consumerDeadLetterQueue !== undefined && {
+      key: "newConsumerDeadLetters",
+      id: "NewConsumerDeadLettersAlarm",
+      description:
+        "More messages in the consumer dead-letter queue than a minute before: a consumer just failed another " +
+        "message maxReceiveCount times. Pages for each new one, where ConsumerDeadLetters stays in ALARM while " +
+        `any is kept. ${RUNBOOK}`,
+      // Not the DLQ's NumberOfMessagesSent: SQS counts only messages sent to a queue by a SendMessage call, not
+      // those it moves there after maxReceiveCount ("if a message is sent to a dead-letter queue as a result of a
+      // failed processing attempt, it isn't captured by this metric", SQS developer guide, "Available CloudWatch
+      // metrics for Amazon SQS"). The rise of the visible count is what shows a move; FILL makes the first
+      // datapoint after an empty, metric-less queue count as a rise from 0. A redrive or a purge lowers the
+      // count, which is not an alarm; a move and a redrive in the same minute can cancel out.
+      metric: new cloudwatch.MathExpression({
+        expression: "DIFF(FILL(visible, 0))",
+        usingMetrics: {
+          visible: subjects.consumerDeadLetterQueue.metricApproximateNumberOfMessagesVisible({
+            period: MINUTE,
+            statistic: "Maximum",
+          }),
+        },
+        period: MINUTE,
+        label: "New messages in the consumer dead-letter queue",
       }),
       threshold: 0,
       comparison: GREATER_THAN_THRESHOLD,

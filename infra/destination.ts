@@ -1,4 +1,4 @@
-import { Duration, Names, type RemovalPolicy, Stack } from "aws-cdk-lib";
+import { Duration, Names, type RemovalPolicy, Stack, Token } from "aws-cdk-lib";
 import type * as events from "aws-cdk-lib/aws-events";
 import * as iam from "aws-cdk-lib/aws-iam";
 import type * as kms from "aws-cdk-lib/aws-kms";
@@ -23,6 +23,8 @@ export interface DestinationProps {
   queueEncryptionKey?: kms.IKey | undefined;
   consumerMaxReceiveCount?: number | undefined;
   consumerVisibilityTimeout?: Duration | undefined;
+  /** The created queue's name (ends in .fifo); default derived from the construct's path. */
+  queueName?: string | undefined;
   removalPolicy: RemovalPolicy;
 }
 
@@ -90,8 +92,14 @@ export function createDestination(scope: Construct, props: DestinationProps): De
       : { encryption: sqs.QueueEncryption.KMS, encryptionMasterKey: props.queueEncryptionKey };
   // The queue's name is fixed here, not left to CloudFormation, so the dead-letter queue's redrive allow policy
   // can name it: the queue's RedrivePolicy already refers to the DLQ, and a reference back would be a cycle.
-  // 69 + "-queue.fifo" = 80 characters, SQS's limit; unique per construct path, so per stack in an account.
-  const queueName = `${Names.uniqueResourceName(scope, { maxLength: 69, separator: "-" })}-queue.fifo`;
+  // 69 + "-queue.fifo" = 80 characters, SQS's limit; unique per construct path, so per stack in an account. The
+  // same name every time a stack of that name is created: with the queue retained (the default), creating the
+  // stack again after `cdk destroy` fails with "already exists" until the old queue is deleted. `queueName` can
+  // make it unique per stack created (exampleStack.ts does, with stackCreationSuffix); the default stays as it
+  // was, since a new name on an existing stack replaces the queue and strands what it holds.
+  const queueName =
+    props.queueName ?? `${Names.uniqueResourceName(scope, { maxLength: 69, separator: "-" })}-queue.fifo`;
+  checkQueueName(queueName);
   const queueArn = Stack.of(scope).formatArn({ service: "sqs", resource: queueName });
   const dlq = new sqs.Queue(scope, "ConsumerDeadLetterQueue", {
     fifo: true,
@@ -160,15 +168,41 @@ export function grantRelayPublish(destination: Destination, role: iam.IRole): vo
       resources: [destination.queue.queueArn],
     }),
   );
-  destination.queue.encryptionMasterKey?.grant(role, "kms:GenerateDataKey", "kms:Decrypt");
+  // Only through SQS (kms:ViaService): the role cannot use the key directly, for anything else it protects. In
+  // the role's policy, not the key's, so a key from another stack or account needs no change of its own beyond
+  // trusting the account's IAM policies (the default key policy does).
+  const key = destination.queue.encryptionMasterKey;
+  if (key !== undefined) role.addToPrincipalPolicy(viaSqs(key, destination.queue));
+}
+
+/** GenerateDataKey and Decrypt on a queue's key, for requests SQS makes on the caller's behalf only. */
+function viaSqs(key: kms.IKey, queue: sqs.IQueue): iam.PolicyStatement {
+  return new iam.PolicyStatement({
+    actions: ["kms:GenerateDataKey", "kms:Decrypt"],
+    resources: [key.keyArn],
+    conditions: { StringEquals: { "kms:ViaService": `sqs.${Stack.of(queue).region}.amazonaws.com` } },
+  });
 }
 
 /**
  * Makes the relay the queue's only producer: a Deny on sqs:SendMessage for every principal but the relay's role
- * (aws:PrincipalArn is the role's ARN for its sessions). A Deny wins over any Allow, including an account
- * administrator's, so nothing else can put a message in the consumers' stream.
+ * (aws:PrincipalArn is the role's ARN for its sessions) and the `redriveRoles`. A Deny wins over any Allow,
+ * including an account administrator's, so nothing else can put a message in the consumers' stream.
+ *
+ * Two doors stay shut with it:
+ * - The redrive: a message move task (start-message-move-task, the console's "Start DLQ redrive") sends to the
+ *   destination with the caller's own permissions (SQS developer guide, "Amazon SQS API permissions":
+ *   StartMessageMoveTask needs sqs:SendMessage on the destination), so the Deny stops it unless the caller is one
+ *   of `redriveRoles`. Those roles are exempt and granted what a move needs, and nothing else.
+ * - The consumer dead-letter queue: whatever lands there, a redrive carries into the protected stream, so nobody
+ *   may send to it either. SQS moves messages there itself after maxReceiveCount; the Deny is held to callers
+ *   that are not an AWS service (aws:PrincipalIsAWSService), so that move is never what it refuses.
  */
-export function restrictSendToRelay(destination: Destination, role: iam.IRole): void {
+export function restrictSendToRelay(
+  destination: Destination,
+  role: iam.IRole,
+  redriveRoles: readonly iam.IRole[] = [],
+): void {
   if (destination.kind === "eventbridge") {
     throw new Error(
       "OutboxRelay: restrictSendToRelay applies to the queue the construct creates; for a bus, restrict " +
@@ -181,6 +215,7 @@ export function restrictSendToRelay(destination: Destination, role: iam.IRole): 
         "Deny statement to its own policy (docs/deploy.md)",
     );
   }
+  const senders = [role, ...redriveRoles].map((r) => r.roleArn);
   destination.queue.addToResourcePolicy(
     new iam.PolicyStatement({
       sid: "OnlyTheOutboxRelaySends",
@@ -188,9 +223,53 @@ export function restrictSendToRelay(destination: Destination, role: iam.IRole): 
       principals: [new iam.AnyPrincipal()],
       actions: ["sqs:SendMessage"],
       resources: [destination.queue.queueArn],
-      conditions: { ArnNotEquals: { "aws:PrincipalArn": role.roleArn } },
+      conditions: { ArnNotEquals: { "aws:PrincipalArn": senders.length === 1 ? senders[0] : senders } },
     }),
   );
+  const dlq = destination.consumerDeadLetterQueue;
+  if (dlq === undefined) return;
+  dlq.addToResourcePolicy(
+    new iam.PolicyStatement({
+      sid: "NobodySendsToTheDeadLetterQueue",
+      effect: iam.Effect.DENY,
+      principals: [new iam.AnyPrincipal()],
+      actions: ["sqs:SendMessage"],
+      resources: [dlq.queueArn],
+      conditions: { Bool: { "aws:PrincipalIsAWSService": "false" } },
+    }),
+  );
+  for (const operator of redriveRoles) {
+    operator.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        actions: [
+          "sqs:StartMessageMoveTask",
+          "sqs:ListMessageMoveTasks",
+          "sqs:CancelMessageMoveTask",
+          "sqs:ReceiveMessage",
+          "sqs:DeleteMessage",
+          "sqs:GetQueueAttributes",
+        ],
+        resources: [dlq.queueArn],
+      }),
+    );
+    operator.addToPrincipalPolicy(
+      new iam.PolicyStatement({ actions: ["sqs:SendMessage"], resources: [destination.queue.queueArn] }),
+    );
+    // With a customer key, the move decrypts from the DLQ and encrypts into the queue as the caller.
+    const key = destination.queue.encryptionMasterKey;
+    if (key !== undefined) operator.addToPrincipalPolicy(viaSqs(key, destination.queue));
+  }
+}
+
+/** SQS's rule for a FIFO queue's name: 1-80 letters, digits, hyphens or underscores, ending in `.fifo`. */
+function checkQueueName(name: string): void {
+  if (Token.isUnresolved(name)) return;
+  if (!/^[A-Za-z0-9_-]{1,75}\.fifo$/.test(name)) {
+    throw new Error(
+      `OutboxRelay queueName ${JSON.stringify(name)}: a FIFO queue's name is 1-80 letters, digits, hyphens or ` +
+        "underscores ending in .fifo",
+    );
+  }
 }
 
 function isEventBus(target: sqs.IQueue | events.IEventBus): target is events.IEventBus {

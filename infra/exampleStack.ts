@@ -6,6 +6,7 @@ import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as subscriptions from "aws-cdk-lib/aws-sns-subscriptions";
 import type { Construct, Node } from "constructs";
 import { secretRotationFunctionName } from "./alarms.ts";
+import { clusterIdentifierFor, stackCreationSuffix } from "./naming.ts";
 import { denyUnlistedEgress } from "./network.ts";
 import { type OutboxDatabaseProps, OutboxRelay } from "./outboxRelay.ts";
 
@@ -31,6 +32,11 @@ export interface OutboxExampleStackProps extends StackProps {
   deletionProtection?: boolean;
   /** Run the migrations at deploy time (default true). */
   migrations?: boolean;
+  /**
+   * Reserve the relay's and the purge's concurrency (default false: an account with the default quota of 10,
+   * as new accounts have, cannot reserve any).
+   */
+  reserveConcurrency?: boolean;
 }
 
 /** Reads the example's context values (`cdk deploy -c key=value`, or cdk.json's "context"). */
@@ -78,6 +84,8 @@ export function examplePropsFromContext(node: Node): OutboxExampleStackProps {
   if (deletionProtection !== undefined) props.deletionProtection = deletionProtection;
   const migrations = flag("migrations");
   if (migrations !== undefined) props.migrations = migrations;
+  const reserveConcurrency = flag("reserveConcurrency");
+  if (reserveConcurrency !== undefined) props.reserveConcurrency = reserveConcurrency;
   return props;
 }
 
@@ -102,7 +110,13 @@ export class OutboxExampleStack extends Stack {
 
     this.outbox = new OutboxRelay(this, "Outbox", {
       database,
+      // Retained by default (it may hold undelivered events), so it must not have the same name in the next stack
+      // of this name: the stack's creation suffix makes it new each time (naming.ts). 55 + 1 + 8 + 12 = 76 <= 80.
+      queueName: `${this.stackName.slice(0, 55)}-${stackCreationSuffix()}-outbox.fifo`,
       ...(props.migrations === undefined ? {} : { migrations: props.migrations }),
+      ...(props.reserveConcurrency === true
+        ? { relay: { reservedConcurrency: true }, purge: { reservedConcurrency: true } }
+        : {}),
       alarms: { createTopic: true },
     });
     if (props.alarmEmail !== undefined && this.outbox.alarmTopic !== undefined) {
@@ -164,12 +178,16 @@ export class OutboxExampleStack extends Stack {
     });
 
     // RDS creates /aws/rds/cluster/<id>/postgresql when it first exports logs, with no retention. Creating the
-    // group first (hence a fixed identifier) sets retention without CDK's log-retention Lambda.
-    const clusterIdentifier = `${this.stackName}-outbox`.toLowerCase();
+    // group first (hence a fixed identifier, cut to RDS's 63 characters for long stack names) sets retention
+    // without CDK's log-retention Lambda. A fixed name cannot be retained: a group left behind by `cdk destroy`
+    // makes the next create of this stack fail with "already exists" (CloudFormation's DeletionPolicy Retain
+    // keeps the resource, and log group names are unique per account and region). So the group goes with the
+    // stack; export what you need from it before destroying (one month of retention either way).
+    const clusterIdentifier = clusterIdentifierFor(this.stackName);
     const postgresLogs = new logs.LogGroup(this, "DatabaseLogs", {
       logGroupName: `/aws/rds/cluster/${clusterIdentifier}/postgresql`,
       retention: logs.RetentionDays.ONE_MONTH,
-      removalPolicy: RemovalPolicy.RETAIN,
+      removalPolicy: RemovalPolicy.DESTROY,
     });
     const cluster = new rds.DatabaseCluster(this, "Database", {
       clusterIdentifier,

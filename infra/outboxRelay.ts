@@ -1,7 +1,7 @@
-import { type CustomResource, Duration, RemovalPolicy, Stack } from "aws-cdk-lib";
+import { ArnFormat, type CustomResource, Duration, RemovalPolicy, Stack } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
-import type * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as ec2 from "aws-cdk-lib/aws-ec2";
 import type * as events from "aws-cdk-lib/aws-events";
 import * as iam from "aws-cdk-lib/aws-iam";
 import * as kms from "aws-cdk-lib/aws-kms";
@@ -77,6 +77,19 @@ export interface OutboxDatabaseProps {
    * security group, and the group this construct creates then has no other HTTPS egress.
    */
   readonly vpcEndpoints?: ec2.IConnectable[];
+  /**
+   * With a bus destination behind `vpcEndpoints`: the EventBridge interface endpoint the relay publishes through.
+   * Default: one created here (private DNS on, open only to the Lambdas); give yours if the VPC has one already
+   * (two endpoints of one service with private DNS cannot share a VPC).
+   */
+  readonly eventBridgeEndpoint?: ec2.IInterfaceVpcEndpoint;
+  /**
+   * Secret the relay connects with: a login in the `outbox_relay` role (migrations/0008_roles.sql). Default
+   * `secret`.
+   */
+  readonly relaySecret?: secretsmanager.ISecret;
+  /** Secret the purge connects with: a login in the `outbox_purge` role. Default `secret`. */
+  readonly purgeSecret?: secretsmanager.ISecret;
   /** Secret used only by the deploy-time migrations, when the relay's user may not run DDL; default `secret`. */
   readonly migrationSecret?: secretsmanager.ISecret;
   /** What must be ready before migrations run. Default: the `cluster` (with its instances) or `instance`. */
@@ -105,7 +118,10 @@ export interface OutboxRelayTuning {
   readonly maxMessageBytes?: number;
   /** Payload bytes one round may hold (RELAY_BATCH_MAX_BYTES). Default 16 MiB, the relay's own. Sizes the memory. */
   readonly batchMaxBytes?: number;
-  /** Rounds in flight at once per invocation, each on its own session (RELAY_PARALLEL_ROUNDS). Default 2. */
+  /**
+   * Rounds in flight at once per invocation, each on its own session (RELAY_PARALLEL_ROUNDS). Default 4, the
+   * relay's own (functions/shared/relay.ts). Multiplies the sessions: see `maxRelaySessions`.
+   */
   readonly parallelRounds?: number;
   /** Dwell mode's idle polling: from min after a busy round, doubling up to max (RELAY_IDLE_POLL_*_MS). */
   readonly idlePollMinMs?: number;
@@ -120,8 +136,14 @@ export interface OutboxRelayTuning {
   readonly listen?: boolean;
   /** Default derived from the byte budget (relayMemory in relayTiming.ts: 448 MB); a smaller value is refused. */
   readonly memorySize?: number;
-  /** Default computed (relays x 4 for a 1-minute schedule; see relayTiming.ts). `false` reserves nothing. */
-  readonly reservedConcurrency?: number | false;
+  /**
+   * Default: nothing reserved. Lambda keeps part of the account's concurrency unreserved, so a reservation fails
+   * the deploy (CREATE_FAILED) in an account whose quota is 10, as new accounts' is. `true` reserves what the
+   * schedule can start at once (relays x 4 for a 1-minute schedule; relayTiming.ts), which makes anything beyond
+   * (a manual invoke, a duplicate delivery) a throttle instead of an extra session-holding invocation. A number
+   * below that is refused at synth: it would throttle legal overlaps and leave minutes without a relay.
+   */
+  readonly reservedConcurrency?: number | boolean;
 }
 
 export interface OutboxPurgeProps {
@@ -142,8 +164,8 @@ export interface OutboxPurgeProps {
   readonly timeout?: Duration;
   /** Default 10 000: stop starting DELETE batches this long before the deadline. */
   readonly budgetMarginMs?: number;
-  /** Default 2 (a purge and a snapshot may overlap). `false` reserves nothing (accounts with a quota of 10). */
-  readonly reservedConcurrency?: number | false;
+  /** Default: nothing reserved (see the relay's). `true` reserves 2: a purge and a snapshot may overlap. */
+  readonly reservedConcurrency?: number | boolean;
 }
 
 export interface OutboxAlarmProps extends OutboxAlarmThresholds {
@@ -167,8 +189,23 @@ export interface OutboxRelayProps {
   readonly eventSource?: string;
   /** Encrypt the created queues with this key instead of SQS-managed keys (SSE-SQS). */
   readonly queueEncryptionKey?: kms.IKey;
-  /** Deny sqs:SendMessage on the created queue to every principal but the relay's role. Default false. */
+  /**
+   * Name of the queue the construct creates (must end in `.fifo`). Default: derived from the construct's path,
+   * the same for every stack of that name, so a stack created again after `cdk destroy` collides with the
+   * retained queue; a name carrying `stackCreationSuffix()` (infra/naming.ts) does not. Changing the name of a
+   * deployed queue replaces it.
+   */
+  readonly queueName?: string;
+  /**
+   * Deny sqs:SendMessage on the created queue to every principal but the relay's role (and `redriveRoles`), and on
+   * its consumer dead-letter queue to everyone. Default false.
+   */
   readonly restrictSendToRelay?: boolean;
+  /**
+   * With `restrictSendToRelay`: the roles that may redrive the consumer dead-letter queue into the queue (a
+   * message move task sends as its caller). Each is exempt from the Deny and granted the move's actions.
+   */
+  readonly redriveRoles?: iam.IRole[];
   /** Receives after which a consumer's message moves to the created dead-letter queue. Default 5. */
   readonly consumerMaxReceiveCount?: number;
   /** Visibility timeout of the created queue: how long a consumer has per message. Default 30 s. */
@@ -234,6 +271,12 @@ export class OutboxRelay extends Construct {
   readonly consumer?: OutboxConsumer;
   readonly relayServiceName: string;
   readonly purgeServiceName: string;
+  /**
+   * The most database sessions the relays can hold at once: relays x the invocations of one target the schedule
+   * can overlap (4 for a 1-minute schedule) x (parallel rounds + 1 with LISTEN). 16 with the defaults, 80 with
+   * `relays: 5`. Size max_connections (or the proxy's pool) for it, plus the purge's 2 and the migrations' 1.
+   */
+  readonly maxRelaySessions: number;
 
   /** The secret the Lambdas read the database credentials from (given, or the cluster's or instance's). */
   readonly databaseSecret: secretsmanager.ISecret;
@@ -264,6 +307,7 @@ export class OutboxRelay extends Construct {
       queueEncryptionKey: props.queueEncryptionKey,
       consumerMaxReceiveCount: props.consumerMaxReceiveCount,
       consumerVisibilityTimeout: props.consumerVisibilityTimeout,
+      queueName: props.queueName,
       removalPolicy,
     });
     if (destination.kind === "eventbridge") {
@@ -275,7 +319,11 @@ export class OutboxRelay extends Construct {
       }
     }
 
-    this.securityGroups = functionSecurityGroups(this, { ...db, connections: database.connections });
+    this.securityGroups = functionSecurityGroups(this, {
+      ...db,
+      vpcEndpoints: this.#endpoints(db, destination.kind === "eventbridge"),
+      connections: database.connections,
+    });
     const placement: FunctionPlacement = {
       vpc: db.vpc,
       vpcSubnets: db.vpcSubnets,
@@ -323,6 +371,7 @@ export class OutboxRelay extends Construct {
 
     // --- Relay ---------------------------------------------------------------------------------------------------
     const tuning = props.relay ?? {};
+    const relaySecret = db.relaySecret ?? database.secret;
     const relayRate = props.relaySchedule ?? Duration.minutes(1);
     const relays = props.relays ?? 1;
     const budgetMarginMs = tuning.budgetMarginMs ?? DEFAULT_BUDGET_MARGIN_MS;
@@ -362,7 +411,7 @@ export class OutboxRelay extends Construct {
       );
     }
     const relayEnv: Record<string, string> = {
-      ...this.#databaseEnv(database.secret),
+      ...this.#databaseEnv(relaySecret),
       ...destination.environment,
       RELAY_MODE: tuning.mode ?? "dwell",
       RELAY_MAX_DURATION_MS: String(timing.maxDurationMs),
@@ -391,9 +440,16 @@ export class OutboxRelay extends Construct {
     for (const [name, value] of optional) if (value !== undefined) relayEnv[name] = String(value);
 
     const { role: relayRole, logGroup: relayLogs } = executionRole(this, "Relay", placement);
-    grantSecretRead(this, relayRole, database.secret);
+    grantSecretRead(this, relayRole, relaySecret);
     grantRelayPublish(destination, relayRole);
-    if (props.restrictSendToRelay === true) restrictSendToRelay(destination, relayRole);
+    if (props.restrictSendToRelay === true) {
+      restrictSendToRelay(destination, relayRole, props.redriveRoles);
+    } else if (props.redriveRoles !== undefined && props.redriveRoles.length > 0) {
+      throw new Error(
+        "OutboxRelay redriveRoles applies with restrictSendToRelay: without it, any role with sqs:SendMessage on " +
+          "the queue can already redrive",
+      );
+    }
     this.relayFunction = outboxFunction(this, "Relay", placement, {
       code: "relay",
       description:
@@ -405,20 +461,22 @@ export class OutboxRelay extends Construct {
       timeout: Duration.seconds(timing.timeoutSeconds),
       memorySize: tuning.memorySize ?? memory.memoryMb,
       environment: relayEnv,
-      reservedConcurrency:
-        tuning.reservedConcurrency === false
-          ? undefined
-          : (tuning.reservedConcurrency ?? timing.reservedConcurrency),
+      reservedConcurrency: relayReservedConcurrency(tuning.reservedConcurrency, timing, relays),
     });
     dropStaleTicks(this.relayFunction);
     this.relayRule = relayRule(this, this.relayFunction, relayRate, relays);
+    // Each invocation's pool holds a session per parallel round, plus one for LISTEN (functions/relay/handler.ts),
+    // and the schedule can have concurrencyPerRelay invocations of each target alive at once (relayTiming.ts).
+    this.maxRelaySessions =
+      relays * timing.concurrencyPerRelay * (parallelRounds + (tuning.listen === true ? 1 : 0));
 
     // --- Purge ---------------------------------------------------------------------------------------------------
     const purge = props.purge ?? {};
     const purgeRate = wholeMinutes(purge.schedule ?? Duration.hours(1), "purge.schedule");
     const metricsRate = wholeMinutes(purge.metricsSchedule ?? Duration.minutes(1), "purge.metricsSchedule");
+    const purgeSecret = db.purgeSecret ?? database.secret;
     const purgeEnv: Record<string, string> = {
-      ...this.#databaseEnv(database.secret),
+      ...this.#databaseEnv(purgeSecret),
       PURGE_RETENTION_HOURS: String(wholeHours(purge.retention ?? Duration.hours(168), "purge.retention")),
       PURGE_BATCH_SIZE: String(purge.batchSize ?? 5000),
       PURGE_BUDGET_MARGIN_MS: String(purge.budgetMarginMs ?? 10_000),
@@ -430,11 +488,11 @@ export class OutboxRelay extends Construct {
         wholeHours(purge.deadLetterRetention, "purge.deadLetterRetention"),
       );
     }
-    if (purge.reservedConcurrency !== undefined && purge.reservedConcurrency !== false) {
+    if (typeof purge.reservedConcurrency === "number") {
       checkIntegerOption("OutboxRelay purge.reservedConcurrency", purge.reservedConcurrency, 1, 1000);
     }
     const { role: purgeRole, logGroup: purgeLogs } = executionRole(this, "Purge", placement);
-    grantSecretRead(this, purgeRole, database.secret);
+    grantSecretRead(this, purgeRole, purgeSecret);
     this.purgeFunction = outboxFunction(this, "Purge", placement, {
       code: "purge",
       description: "Outbox purge: reports the outbox's backlog metrics and deletes old published rows",
@@ -446,11 +504,15 @@ export class OutboxRelay extends Construct {
       timeout: purge.timeout ?? Duration.seconds(Math.min(300, purgeRate.toSeconds())),
       memorySize: 256,
       environment: purgeEnv,
-      // Two: the hourly purge (up to its timeout) and a snapshot-only run (a few short reads, well under a
-      // minute) may overlap; two purges cannot, since a purge's timeout is at most its interval. A third
-      // invocation is throttled and dropped rather than queued. `false`: accounts whose concurrency quota is 10
-      // cannot reserve anything (Lambda keeps 10 unreserved).
-      reservedConcurrency: purge.reservedConcurrency === false ? undefined : (purge.reservedConcurrency ?? 2),
+      // Nothing by default (see relayReservedConcurrency). `true`: two, since the hourly purge (up to its
+      // timeout) and a snapshot-only run (a few short reads, well under a minute) may overlap; two purges cannot,
+      // since a purge's timeout is at most its interval. A third invocation is then throttled and dropped.
+      reservedConcurrency:
+        purge.reservedConcurrency === true
+          ? 2
+          : purge.reservedConcurrency === false
+            ? undefined
+            : purge.reservedConcurrency,
     });
     dropStaleTicks(this.purgeFunction);
     const rules = purgeRules(this, this.purgeFunction, purgeRate, metricsRate);
@@ -546,6 +608,31 @@ export class OutboxRelay extends Construct {
     });
   }
 
+  /**
+   * The interface endpoints the Lambdas' HTTPS goes to. A bus destination behind endpoints needs EventBridge's
+   * too: the security group created here has no other HTTPS egress, so without one every PutEvents times out.
+   */
+  #endpoints(db: OutboxDatabaseProps, bus: boolean): ec2.IConnectable[] | undefined {
+    const given = db.vpcEndpoints;
+    if (db.eventBridgeEndpoint !== undefined && !bus) {
+      throw new Error(
+        "OutboxRelay database.eventBridgeEndpoint applies only to an EventBridge bus destination",
+      );
+    }
+    if (!bus || given === undefined || given.length === 0) return given;
+    const endpoint =
+      db.eventBridgeEndpoint ??
+      new ec2.InterfaceVpcEndpoint(this, "EventBridgeEndpoint", {
+        vpc: db.vpc,
+        service: ec2.InterfaceVpcEndpointAwsService.EVENTBRIDGE,
+        ...(db.vpcSubnets === undefined ? {} : { subnets: db.vpcSubnets }),
+        privateDnsEnabled: true,
+        // Only the Lambdas' security group is let in (functionSecurityGroups), not the VPC's CIDR.
+        open: false,
+      });
+    return given.includes(endpoint) ? given : [...given, endpoint];
+  }
+
   #databaseEnv(secret: secretsmanager.ISecret): Record<string, string> {
     const p = this.#props;
     // The ARN only: the Lambdas fetch the secret at run time (and again after a rotation); no credential is
@@ -578,12 +665,65 @@ export class OutboxRelay extends Construct {
         conditions: { StringEquals: { "aws:SourceAccount": Stack.of(this).account } },
       }),
     );
-    return new sns.Topic(this, "AlarmTopic", {
+    const topic = new sns.Topic(this, "AlarmTopic", {
       displayName: "Outbox relay alarms",
       masterKey: key,
       enforceSSL: true,
     });
+    // A topic policy replaces SNS's default one, which let the account's own principals publish: with only the
+    // TLS Deny above, nothing allows CloudWatch and every alarm notification is dropped. The Allow is AWS's own
+    // (SNS developer guide, "Amazon SNS access control: use cases", CloudWatch alarms publishing to a topic):
+    // the cloudwatch.amazonaws.com principal, held to this account's alarms by aws:SourceAccount and
+    // aws:SourceArn so no other account's alarm can use the topic (the confused-deputy guard).
+    const stack = Stack.of(this);
+    topic.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: "AllowCloudWatchAlarmsToPublish",
+        principals: [new iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+        actions: ["sns:Publish"],
+        resources: [topic.topicArn],
+        conditions: {
+          StringEquals: { "aws:SourceAccount": stack.account },
+          ArnLike: {
+            "aws:SourceArn": stack.formatArn({
+              service: "cloudwatch",
+              resource: "alarm",
+              resourceName: "*",
+              arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+            }),
+          },
+        },
+      }),
+    );
+    return topic;
   }
+}
+
+/**
+ * The relay's reserved concurrency: none unless asked. Lambda refuses a reservation that would leave the account
+ * less than its unreserved minimum ("You can reserve up to the Unreserved account concurrency value minus 100",
+ * Lambda developer guide, "Configuring reserved concurrency"; accounts with a smaller quota keep a smaller floor,
+ * 10 for a new account's quota of 10), so any reservation fails the first deploy in a new account. When asked,
+ * never fewer than the overlapping invocations the schedule starts (relayTiming's reservedConcurrency): fewer
+ * would throttle a legal overlap and leave minutes in which no relay claims.
+ */
+function relayReservedConcurrency(
+  asked: number | boolean | undefined,
+  timing: { reservedConcurrency: number; concurrencyPerRelay: number },
+  relays: number,
+): number | undefined {
+  if (asked === undefined || asked === false) return undefined;
+  if (asked === true) return timing.reservedConcurrency;
+  checkIntegerOption("OutboxRelay relay.reservedConcurrency", asked, 1, 1000);
+  if (asked < timing.reservedConcurrency) {
+    throw new Error(
+      `OutboxRelay relay.reservedConcurrency ${asked} is below the ${timing.reservedConcurrency} concurrent ` +
+        `invocations the schedule can start (${relays} relay target(s) x ${timing.concurrencyPerRelay} ` +
+        "overlapping invocations each; relayTiming in infra/relayTiming.ts): raise it, set it to true to reserve " +
+        "exactly that, or leave it unset",
+    );
+  }
+  return asked;
 }
 
 function wholeMinutes(duration: Duration, name: string): Duration {

@@ -218,7 +218,6 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       Architectures: ["arm64"],
       Handler: "index.handler",
       Timeout: 155,
-      ReservedConcurrentExecutions: 4,
       MemorySize: 448,
       VpcConfig: {
         SecurityGroupIds: [
@@ -252,6 +251,8 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
         },
       },
     });
+    // Nothing reserved by default (test/infra.deploy.test.ts: a new account's quota cannot spare any).
+    expect(relay.Properties).not.toHaveProperty("ReservedConcurrentExecutions");
     // Stale ticks are dropped, not retried or queued for hours.
     template.hasResourceProperties("AWS::Lambda::EventInvokeConfig", {
       FunctionName: { Ref: relayId },
@@ -535,6 +536,10 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
         { ...purge, MetricName: "DeadLetters", Threshold: 0, TreatMissingData: "missing" },
       ],
       [
+        "OutboxNewDeadLettersAlarm",
+        { ...relay, MetricName: "EventsDeadLettered", Threshold: 0, TreatMissingData: "notBreaching" },
+      ],
+      [
         "OutboxPurgeErrorsAlarm",
         { ...lambdaOf(purgeFn), MetricName: "Errors", Period: 300, TreatMissingData: "notBreaching" },
       ],
@@ -558,6 +563,15 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           Namespace: "AWS/SQS",
           MetricName: "ApproximateNumberOfMessagesVisible",
           Dimensions: [{ Name: "QueueName", Value: dlqName }],
+          Threshold: 0,
+          ComparisonOperator: "GreaterThanThreshold",
+          TreatMissingData: "notBreaching",
+        },
+      ],
+      [
+        "OutboxNewConsumerDeadLettersAlarm",
+        {
+          Metrics: Match.arrayWith([Match.objectLike({ Expression: "DIFF(FILL(visible, 0))" })]),
           Threshold: 0,
           ComparisonOperator: "GreaterThanThreshold",
           TreatMissingData: "notBreaching",
@@ -791,7 +805,7 @@ describe("OutboxRelay construct options", () => {
       [["sqs:GetQueueAttributes", "sqs:SendMessage"], "arn:aws:sqs:eu-west-1:123456789012:orders.fifo"],
     ]);
     // No consumer dead-letter queue of ours, so no alarm on one; the stalled-consumers alarm reads the queue.
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 12);
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 13);
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: "ApproximateAgeOfOldestMessage",
       Dimensions: [{ Name: "QueueName", Value: "orders.fifo" }],
@@ -823,7 +837,13 @@ describe("OutboxRelay construct options", () => {
   it("derives the relay Lambda's timeout, dwell and concurrency from the schedule and the timeouts", () => {
     const template = constructStack(() => ({
       relaySchedule: Duration.minutes(5),
-      relay: { publishTimeoutMs: 4_000, statementTimeoutMs: 3_000, mode: "drain", batchSize: 250 },
+      relay: {
+        publishTimeoutMs: 4_000,
+        statementTimeoutMs: 3_000,
+        mode: "drain",
+        batchSize: 250,
+        reservedConcurrency: true,
+      },
     }));
     template.hasResourceProperties("AWS::Lambda::Function", {
       Timeout: 383, // 300 s + 60 s jitter + 13 s round reserve (4 + 3 x 3) + 5 s margin + 5 s slack
@@ -844,7 +864,11 @@ describe("OutboxRelay construct options", () => {
   it("evaluates the backlog alarms over the metrics schedule, and notifies a given topic", () => {
     const template = constructStack((stack) => ({
       alarms: { topic: new sns.Topic(stack, "Pager"), pendingEvents: 50 },
-      purge: { schedule: Duration.hours(6), metricsSchedule: Duration.minutes(5) },
+      purge: {
+        schedule: Duration.hours(6),
+        metricsSchedule: Duration.minutes(5),
+        reservedConcurrency: true,
+      },
     }));
     const topic = { Ref: logicalId(template, "AWS::SNS::Topic", "Pager") };
     template.hasResourceProperties("AWS::Events::Rule", { ScheduleExpression: "rate(6 hours)" });
@@ -883,7 +907,7 @@ describe("OutboxRelay construct options", () => {
   }
 
   it("starts N relays per tick from one rule, reserving N times the per-relay concurrency", () => {
-    const template = constructStack(() => ({ relays: 3 }));
+    const template = constructStack(() => ({ relays: 3, relay: { reservedConcurrency: true } }));
     const relayId = logicalId(template, "AWS::Lambda::Function", "OutboxRelayFunction");
     const [, rule] = resources(template, "AWS::Events::Rule").find(([id]) =>
       id.startsWith("OutboxRelaySchedule"),
