@@ -261,15 +261,28 @@ function secretTarget(secret: RdsSecret, database: string | undefined) {
   };
 }
 
+/** How long a checkout waits for a re-read of the secret before it carries on with the target it has. */
+export const SECRET_RECHECK_TIMEOUT_MS = 2_000;
+/** After a failed re-read, checkouts use the current target without asking again for this long. */
+export const SECRET_RECHECK_BACKOFF_MS = 30_000;
+
 /**
  * A pool on the secret's current user, host, port and database. The password is read for every new connection,
- * so a single-user rotation is picked up by the next connection. An authentication failure fetches the secret
- * again; if the rotation changed anything else (alternating-users rotation switches `username`; a restore
- * changes `host`), a new pool takes over and the old one is ended once its checked-out sessions come back.
+ * so a single-user rotation is picked up by the next connection. Every checkout also compares the secret (cached
+ * for its TTL, DATABASE_SECRET_TTL_SECONDS) with the pool's target: a restored or replaced cluster (`host`), an
+ * alternating-users rotation (`username`), a moved database (`port`, `dbname`) get a new pool within the TTL even
+ * while the old host still answers, which would otherwise keep warm relays publishing from the old database. An
+ * authentication failure fetches the secret at once. The old pool is ended once its checked-out sessions come
+ * back, and none of its idle ones is used again.
+ *
+ * A re-read that fails or takes longer than SECRET_RECHECK_TIMEOUT_MS (Secrets Manager unreachable) keeps the
+ * current target, reported through onError, and is not tried again for SECRET_RECHECK_BACKOFF_MS: an outage of
+ * Secrets Manager never stops a relay whose database is fine, and costs at most one short wait per 30 s.
  */
 class SecretPool implements DatabasePool {
   #pool: pg.Pool;
   #target: string;
+  #recheckAfter = 0;
   readonly #secrets: SecretCache;
   readonly #source: DatabaseSource & { kind: "secret" };
   readonly #config: pg.PoolConfig;
@@ -320,20 +333,53 @@ class SecretPool implements DatabasePool {
   }
 
   async connect(): Promise<SessionClient> {
+    await this.#recheck();
     try {
       return await this.#pool.connect();
     } catch (error) {
       if (!AUTH_FAILED.has((error as { code?: string }).code ?? ""))
         throw explainTlsError(error, this.#source);
       // Rotated since we cached it: fetch the whole secret again and follow it wherever it now points.
-      const secret = await this.#secrets.refresh();
-      if (JSON.stringify(secretTarget(secret, this.#source.database)) !== this.#target) {
-        const old = this.#pool;
-        this.#pool = this.#poolFor(secret);
-        this.#retired.push(old.end());
-      }
+      this.#follow(await this.#secrets.refresh());
       return this.#pool.connect();
     }
+  }
+
+  /** Follows the secret as cached (re-read once its TTL has passed), within a bounded wait. */
+  async #recheck(): Promise<void> {
+    if (Date.now() < this.#recheckAfter) return;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const secret = await Promise.race([
+        this.#secrets.get(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`no answer within ${SECRET_RECHECK_TIMEOUT_MS} ms`)),
+            SECRET_RECHECK_TIMEOUT_MS,
+          );
+        }),
+      ]);
+      this.#follow(secret);
+    } catch (error) {
+      this.#recheckAfter = Date.now() + SECRET_RECHECK_BACKOFF_MS;
+      this.#onError?.(
+        new Error(
+          `re-reading the database secret failed (${(error as Error).message}); staying on the current target ` +
+            `for ${SECRET_RECHECK_BACKOFF_MS / 1000} s`,
+          { cause: error },
+        ),
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** A new pool when the secret points elsewhere; the old one ends once its checked-out sessions are back. */
+  #follow(secret: RdsSecret): void {
+    if (JSON.stringify(secretTarget(secret, this.#source.database)) === this.#target) return;
+    const old = this.#pool;
+    this.#pool = this.#poolFor(secret);
+    this.#retired.push(old.end());
   }
 
   async end(): Promise<void> {
