@@ -13,6 +13,7 @@ import type { RelayBundle } from "./measures/relayBundle.ts";
 import type { RelayMemoryRun } from "./measures/relayMemory.ts";
 import type { RelayProfile } from "./measures/relayProfile.ts";
 import type { RelayTuning } from "./measures/relayThroughput.ts";
+import type { WalPerEventRun } from "./measures/walPerEvent.ts";
 
 export const TARGETS = {
   relayToDbLimit: 0.6,
@@ -74,6 +75,8 @@ export interface BenchResults {
   enqueue?: EnqueueResults;
   relayMemory?: RelayMemoryRun[];
   consumer?: ConsumerThroughput;
+  /** (13) WAL bytes per event by stage, and SendMessageBatch requests per event (measures/walPerEvent.ts). */
+  walPerEvent?: WalPerEventRun[];
   /** The same relay and backlog to an SQS FIFO queue and to an EventBridge bus, at each endpoint latency. */
   destinations?: DestinationThroughput[];
   /** The payload load's direct statement against the walk alone (as before it), interleaved in one run. */

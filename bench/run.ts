@@ -29,6 +29,7 @@ import { measureRelayMemory } from "./measures/relayMemory.ts";
 import { profileRelay } from "./measures/relayProfile.ts";
 import { measureRelay, type RelayRun, type RelayTuning } from "./measures/relayThroughput.ts";
 import { measureSeedBaseline } from "./measures/seedBaseline.ts";
+import { measureWalPerEvent, walPerEventMarkdown } from "./measures/walPerEvent.ts";
 import {
   type BenchResults,
   type DestinationThroughput,
@@ -107,6 +108,7 @@ const PARTS = [
   "memory",
   "consumer",
   "destinations",
+  "wal",
 ] as const;
 type Part = (typeof PARTS)[number];
 
@@ -349,6 +351,11 @@ try {
       };
     });
   }
+  if (runs("wal")) {
+    log("(13) WAL bytes per event: enqueue, relay, purge, vacuum (3 runs)");
+    results.walPerEvent = [];
+    for (let i = 0; i < REPEATS; i++) results.walPerEvent.push(await measureWalPerEvent(db.pool, endpoint));
+  }
 } finally {
   await endpoint.close();
   await db.stop();
@@ -363,6 +370,7 @@ await mkdir(new URL("./results/", import.meta.url), { recursive: true });
 await writeFile(file, `${JSON.stringify(results, null, 2)}\n`);
 console.log(markdownReport(results));
 if (results.consumer !== undefined) console.log(`\n${consumerMarkdown(results.consumer)}`);
+if (results.walPerEvent !== undefined) console.log(`\n${walPerEventMarkdown(results.walPerEvent)}`);
 log(`results written to ${file.pathname}`);
 
 /** Median run per tuning, with its round profile. */

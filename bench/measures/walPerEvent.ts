@@ -1,0 +1,161 @@
+import type pg from "pg";
+import { withTransaction } from "../../functions/shared/db.ts";
+import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
+import { enqueue } from "../../functions/shared/enqueue.ts";
+import { DEFAULT_PURGE_OPTIONS, runPurge } from "../../functions/shared/purge.ts";
+import { DEFAULT_RELAY_OPTIONS, runRelay } from "../../functions/shared/relay.ts";
+import { resetOutbox } from "../lib/benchDatabase.ts";
+import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
+import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
+import { formatNumber, markdownTable } from "../lib/table.ts";
+
+export interface WalPerEventRun {
+  /** The server's full_page_writes: off in the bench's server (its command line), so no full-page images. */
+  fullPageWrites: string;
+  events: number;
+  /** WAL bytes per event of each stage of an event's life (pg_wal_lsn_diff around the stage). */
+  bytesPerEvent: { enqueue: number; relay: number; purge: number; vacuum: number; total: number };
+  /** SendMessageBatch requests per event (the relay's SQS client, counted by a middleware). */
+  sqsRequestsPerEvent: number;
+}
+
+/** ~180-byte order payload and a traceparent header: the backlog's event (lib/benchDatabase.ts). */
+function orderEvent(n: number, aggregates: number) {
+  return {
+    aggregateType: "order",
+    aggregateId: `order-${n % aggregates}`,
+    eventType: "order.created",
+    payload: {
+      orderId: n,
+      customer: `c-${n % 997}`,
+      total: 4200,
+      currency: "EUR",
+      lines: [{ sku: `sku-${n % 31}`, qty: 2, price: 2100 }],
+    },
+    headers: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" },
+  };
+}
+
+async function lsn(pool: pg.Pool): Promise<string> {
+  const { rows } = await pool.query<{ lsn: string }>("select pg_current_wal_lsn()::text as lsn");
+  return rows[0]?.lsn ?? "0/0";
+}
+
+async function walSince(pool: pg.Pool, from: string): Promise<number> {
+  const { rows } = await pool.query<{ bytes: string }>(
+    "select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint as bytes",
+    [from],
+  );
+  return Number(rows[0]?.bytes ?? 0);
+}
+
+/**
+ * (13) What one event costs the database in WAL, stage by stage, as the shipped code writes it: `enqueue()` in
+ * transactions of 10 events (the producer), the relay draining them (claim + record: one UPDATE per round), the
+ * purge deleting them once published, and the VACUUM that reclaims the dead rows (autovacuum is off on the table
+ * during the run, so its work lands in that stage and nowhere else). WAL is the part of an event's cost that is
+ * written, shipped to replicas and (on Aurora) billed as I/O; it is measured exactly from the WAL position, on a
+ * server with no other writer. The bench's server runs with full_page_writes off (reported): RDS PostgreSQL adds
+ * an 8 KiB image for the first change of each page after a checkpoint (Aurora's storage writes none), which a
+ * busy table amortizes over the many events a page holds.
+ */
+export async function measureWalPerEvent(
+  pool: pg.Pool,
+  endpoint: BenchSqsEndpoint,
+  events = 10_000,
+  aggregates = 1_000,
+): Promise<WalPerEventRun> {
+  await resetOutbox(pool);
+  await endpoint.setLatency(0);
+  const { rows: setting } = await pool.query<{ full_page_writes: string }>("show full_page_writes");
+  await pool.query("alter table outbox_events set (autovacuum_enabled = off)");
+  const sqs = relaySqsClient(endpoint.url, DEFAULT_RELAY_OPTIONS.publishTimeoutMs);
+  let sendBatches = 0;
+  sqs.middlewareStack.add(
+    (next, context) => (args) => {
+      if (context.commandName === "SendMessageBatchCommand") sendBatches++;
+      return next(args);
+    },
+    { step: "initialize", name: "countSendMessageBatch" },
+  );
+  try {
+    let from = await lsn(pool);
+    const perTransaction = 10;
+    for (let n = 0; n < events; n += perTransaction) {
+      const batch = Array.from({ length: Math.min(perTransaction, events - n) }, (_, i) =>
+        orderEvent(n + i, aggregates),
+      );
+      await withTransaction(pool, (client) => enqueue(client, batch));
+    }
+    const enqueueBytes = await walSince(pool, from);
+
+    const destination = sqsFifoDestination(sqs, { queueUrl: await createBenchQueue(sqs, "wal") });
+    from = await lsn(pool);
+    const summary = await runRelay(
+      { pool, destination, deadline: Date.now() + 600_000 },
+      { ...DEFAULT_RELAY_OPTIONS, mode: "drain" },
+    );
+    if (summary.published !== events) {
+      throw new Error(
+        `WAL run published ${summary.published} of ${events} (${summary.lastError ?? "no error"})`,
+      );
+    }
+    const relayBytes = await walSince(pool, from);
+
+    // Published long enough ago for the purge (this UPDATE is not an event's cost: it only ages the rows).
+    await pool.query("update outbox_events set processed_at = now() - interval '200 hours'");
+    await pool.query("vacuum outbox_events");
+    from = await lsn(pool);
+    const purged = await runPurge(
+      { pool, deadline: Date.now() + 600_000 },
+      { ...DEFAULT_PURGE_OPTIONS, retentionHours: 168 },
+    );
+    if (purged.deletedRows !== events) throw new Error(`WAL run purged ${purged.deletedRows} of ${events}`);
+    const purgeBytes = await walSince(pool, from);
+
+    from = await lsn(pool);
+    await pool.query("vacuum outbox_events");
+    const vacuumBytes = await walSince(pool, from);
+
+    const per = (bytes: number) => bytes / events;
+    return {
+      fullPageWrites: setting[0]?.full_page_writes ?? "unknown",
+      events,
+      bytesPerEvent: {
+        enqueue: per(enqueueBytes),
+        relay: per(relayBytes),
+        purge: per(purgeBytes),
+        vacuum: per(vacuumBytes),
+        total: per(enqueueBytes + relayBytes + purgeBytes + vacuumBytes),
+      },
+      sqsRequestsPerEvent: sendBatches / events,
+    };
+  } finally {
+    sqs.destroy();
+    await pool.query("alter table outbox_events reset (autovacuum_enabled)");
+  }
+}
+
+export function walPerEventMarkdown(runs: WalPerEventRun[]): string {
+  const b = (value: number) => formatNumber(value, 0);
+  return markdownTable(
+    [
+      "WAL",
+      "enqueue",
+      "relay (claim + record)",
+      "purge",
+      "vacuum",
+      "total per event",
+      "SendMessageBatch per event",
+    ],
+    runs.map((run) => [
+      run.fullPageWrites,
+      `${b(run.bytesPerEvent.enqueue)} B`,
+      `${b(run.bytesPerEvent.relay)} B`,
+      `${b(run.bytesPerEvent.purge)} B`,
+      `${b(run.bytesPerEvent.vacuum)} B`,
+      `**${b(run.bytesPerEvent.total)} B**`,
+      formatNumber(run.sqsRequestsPerEvent, 3),
+    ]),
+  );
+}
