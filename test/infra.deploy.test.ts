@@ -245,7 +245,7 @@ describe("restrictSendToRelay", () => {
   });
 
   it("lets the given redrive roles move dead letters back (start-message-move-task sends as the caller)", () => {
-    const { template } = outboxStack((stack) => ({
+    const { stack, template } = outboxStack((stack) => ({
       restrictSendToRelay: true,
       redriveRoles: [
         new iam.Role(stack, "Operator", { assumedBy: new iam.AccountRootPrincipal() }) as iam.IRole,
@@ -284,6 +284,7 @@ describe("restrictSendToRelay", () => {
         { Action: "sqs:SendMessage", Resource: { "Fn::GetAtt": [queueId, "Arn"] } },
       ]),
     );
+    expect(nagFindings(stack).filter((finding) => !finding.includes("/Operator/"))).toEqual([]);
   });
 
   it("refuses redrive roles without restrictSendToRelay (they would have nothing to be exempt from)", () => {
