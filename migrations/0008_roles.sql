@@ -14,7 +14,9 @@
 --   least one column besides SELECT; loadPayloads reads; recordOutcomes updates the six columns below and
 --   nothing else (never payload, headers, seq or the aggregate). LISTEN needs no privilege.
 -- - purge: outboxSnapshot reads; purgePublished deletes old rows, choosing them FOR UPDATE SKIP LOCKED, which
---   needs an UPDATE privilege too: on processed_at alone, a column the purge never writes.
+--   needs an UPDATE privilege too (test/roles.test.ts fails without it). On last_error alone: a column the purge
+--   never writes, and the one whose change does the least harm (a diagnostic text; processed_at or
+--   dead_lettered_at would let the role hide a pending event from the relay).
 -- Neither may insert (that is the producers', docs/deploy.md#producers), redrive or read the dead-letter view
 -- (the CLI's, run as an operator).
 
@@ -42,4 +44,4 @@ grant update (processed_at, attempts, transient_failures, last_error, available_
   on {{table}} to outbox_relay;
 
 grant select, delete on {{table}} to outbox_purge;
-grant update (processed_at) on {{table}} to outbox_purge;
+grant update (last_error) on {{table}} to outbox_purge;

@@ -66,7 +66,7 @@ describe("the outbox_relay and outbox_purge roles", () => {
       "UPDATE (processed_at)",
       "UPDATE (transient_failures)",
     ]);
-    expect(await privileges("outbox_purge")).toEqual(["DELETE", "SELECT", "UPDATE (processed_at)"]);
+    expect(await privileges("outbox_purge")).toEqual(["DELETE", "SELECT", "UPDATE (last_error)"]);
     const { rows } = await db.pool.query(
       "select rolname, rolcanlogin from pg_roles where rolname in ('outbox_relay', 'outbox_purge') order by 1",
     );
