@@ -25,7 +25,7 @@ describe("a secret whose target changes", () => {
     for (const cleanup of cleanups.reverse()) await cleanup();
   });
 
-  async function secretPool(ttlSeconds: number) {
+  async function secretPool(ttlSeconds: number, client = secrets, onError?: (error: Error) => void) {
     const url = new URL(db.url);
     const fields = {
       engine: "postgres",
@@ -46,7 +46,12 @@ describe("a secret whose target changes", () => {
       DATABASE_SSLMODE: "disable",
       DATABASE_SECRET_TTL_SECONDS: String(ttlSeconds),
     });
-    const pool = await createDatabasePool(source, { max: 2, applicationName: "retarget", secrets });
+    const pool = await createDatabasePool(source, {
+      max: 2,
+      applicationName: "retarget",
+      secrets: client,
+      ...(onError === undefined ? {} : { onError }),
+    });
     cleanups.push(() => pool.end());
     const proxy = await startStallingTcpProxy(Number(url.port));
     cleanups.push(() => proxy.close());
@@ -96,5 +101,32 @@ describe("a secret whose target changes", () => {
     await port(pool);
 
     expect(proxy.connections).toBe(0);
+  });
+
+  it("keeps the current target when the secret cannot be re-read, and says so", async () => {
+    // Secrets Manager unreachable: every GetSecretValue of this client fails once `outage` is set (an SDK
+    // middleware, since the emulator cannot be made to refuse one client).
+    let outage = false;
+    const flaky = new SecretsManagerClient({ ...LOCAL_AWS, endpoint: inject("awsEndpoint") });
+    flaky.middlewareStack.add(
+      (next) => (args) => (outage ? Promise.reject(new Error("connect ETIMEDOUT")) : next(args)),
+      { step: "initialize", name: "outage" },
+    );
+    const errors: Error[] = [];
+    const { pool, proxy, moveToProxy } = await secretPool(0, flaky, (error) => errors.push(error));
+    const before = await port(pool);
+
+    await moveToProxy();
+    outage = true;
+    const during = await port(pool);
+
+    expect(during.rows[0]?.port).toBe(before.rows[0]?.port);
+    expect(proxy.connections).toBe(0);
+    expect(errors.map((error) => error.message)).toEqual([
+      expect.stringMatching(
+        /re-reading the database secret failed \(connect ETIMEDOUT\); staying on the current target/,
+      ),
+    ]);
+    flaky.destroy();
   });
 });
