@@ -169,9 +169,15 @@ export interface OutboxPurgeProps {
 }
 
 export interface OutboxAlarmProps extends OutboxAlarmThresholds {
-  /** Send ALARM and OK notifications to this topic. */
+  /**
+   * Send ALARM and OK notifications to this topic. Its policy must allow cloudwatch.amazonaws.com to publish (a
+   * topic policy replaces SNS's default one) and, if it is encrypted, its key must let CloudWatch use it.
+   */
   readonly topic?: sns.ITopic;
-  /** Create a KMS-encrypted, TLS-only topic for the alarms (ignored when `topic` is given). Default false. */
+  /**
+   * Create a KMS-encrypted, TLS-only topic for the alarms whose policy and key let this account's alarms publish
+   * (ignored when `topic` is given). Default false.
+   */
   readonly createTopic?: boolean;
 }
 
