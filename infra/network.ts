@@ -65,3 +65,40 @@ export function denyUnlistedEgress(group: ec2.SecurityGroup): void {
     },
   ]);
 }
+
+/** What withBusEndpoint reads of the database props. */
+export interface BusEndpointProps {
+  vpc: ec2.IVpc;
+  vpcSubnets?: ec2.SubnetSelection | undefined;
+  vpcEndpoints?: ec2.IConnectable[] | undefined;
+  eventBridgeEndpoint?: ec2.IInterfaceVpcEndpoint | undefined;
+}
+
+/**
+ * The interface endpoints the Lambdas' HTTPS goes to. A bus destination behind endpoints needs EventBridge's
+ * too: the security group created here has no other HTTPS egress, so without one every PutEvents times out.
+ */
+export function withBusEndpoint(
+  scope: Construct,
+  db: BusEndpointProps,
+  bus: boolean,
+): ec2.IConnectable[] | undefined {
+  const given = db.vpcEndpoints;
+  if (db.eventBridgeEndpoint !== undefined && !bus) {
+    throw new Error(
+      "OutboxRelay database.eventBridgeEndpoint applies only to an EventBridge bus destination",
+    );
+  }
+  if (!bus || given === undefined || given.length === 0) return given;
+  const endpoint =
+    db.eventBridgeEndpoint ??
+    new ec2.InterfaceVpcEndpoint(scope, "EventBridgeEndpoint", {
+      vpc: db.vpc,
+      service: ec2.InterfaceVpcEndpointAwsService.EVENTBRIDGE,
+      ...(db.vpcSubnets === undefined ? {} : { subnets: db.vpcSubnets }),
+      privateDnsEnabled: true,
+      // Only the Lambdas' security group is let in (functionSecurityGroups), not the VPC's CIDR.
+      open: false,
+    });
+  return given.includes(endpoint) ? given : [...given, endpoint];
+}

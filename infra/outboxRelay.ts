@@ -1,20 +1,21 @@
-import { ArnFormat, type CustomResource, Duration, RemovalPolicy, Stack } from "aws-cdk-lib";
+import { type CustomResource, Duration, RemovalPolicy } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
-import * as ec2 from "aws-cdk-lib/aws-ec2";
+import type * as ec2 from "aws-cdk-lib/aws-ec2";
 import type * as events from "aws-cdk-lib/aws-events";
-import * as iam from "aws-cdk-lib/aws-iam";
-import * as kms from "aws-cdk-lib/aws-kms";
+import type * as iam from "aws-cdk-lib/aws-iam";
+import type * as kms from "aws-cdk-lib/aws-kms";
 import type * as lambda from "aws-cdk-lib/aws-lambda";
 import * as logs from "aws-cdk-lib/aws-logs";
 import type * as rds from "aws-cdk-lib/aws-rds";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
-import * as sns from "aws-cdk-lib/aws-sns";
+import type * as sns from "aws-cdk-lib/aws-sns";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct, type IDependable } from "constructs";
 import { checkIntegerOption } from "../functions/shared/env.ts";
 import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay.ts";
 import { createAlarms, type OutboxAlarmThresholds } from "./alarms.ts";
+import { alarmTopic } from "./alarmTopic.ts";
 import { OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 import { createDashboard } from "./dashboard.ts";
 import { type ResolvedDatabase, resolveDatabase } from "./database.ts";
@@ -33,11 +34,12 @@ import {
 } from "./lambdas.ts";
 import { DEFAULT_MIGRATIONS_DIR, hashMigrations, migrationsResource } from "./migrations.ts";
 import { claimMetricsIdentity, DEFAULT_METRICS_NAMESPACE, defaultServicePrefix } from "./naming.ts";
-import { functionSecurityGroups } from "./network.ts";
+import { functionSecurityGroups, withBusEndpoint } from "./network.ts";
 import {
   DEFAULT_BATCH_MAX_BYTES,
   DEFAULT_BUDGET_MARGIN_MS,
   relayMemory,
+  relayReservedConcurrency,
   relayTiming,
 } from "./relayTiming.ts";
 import { dropStaleTicks, purgeRules, relayRule } from "./schedules.ts";
@@ -327,7 +329,7 @@ export class OutboxRelay extends Construct {
 
     this.securityGroups = functionSecurityGroups(this, {
       ...db,
-      vpcEndpoints: this.#endpoints(db, destination.kind === "eventbridge"),
+      vpcEndpoints: withBusEndpoint(this, db, destination.kind === "eventbridge"),
       connections: database.connections,
     });
     const placement: FunctionPlacement = {
@@ -540,7 +542,7 @@ export class OutboxRelay extends Construct {
 
     // --- Alarms, dashboard ---------------------------------------------------------------------------------------
     const alarmProps = props.alarms ?? {};
-    this.alarmTopic = this.#alarmTopic(alarmProps, removalPolicy);
+    this.alarmTopic = alarmTopic(this, alarmProps, removalPolicy);
     const subjects = {
       relayFunction: this.relayFunction,
       purgeFunction: this.purgeFunction,
@@ -614,31 +616,6 @@ export class OutboxRelay extends Construct {
     });
   }
 
-  /**
-   * The interface endpoints the Lambdas' HTTPS goes to. A bus destination behind endpoints needs EventBridge's
-   * too: the security group created here has no other HTTPS egress, so without one every PutEvents times out.
-   */
-  #endpoints(db: OutboxDatabaseProps, bus: boolean): ec2.IConnectable[] | undefined {
-    const given = db.vpcEndpoints;
-    if (db.eventBridgeEndpoint !== undefined && !bus) {
-      throw new Error(
-        "OutboxRelay database.eventBridgeEndpoint applies only to an EventBridge bus destination",
-      );
-    }
-    if (!bus || given === undefined || given.length === 0) return given;
-    const endpoint =
-      db.eventBridgeEndpoint ??
-      new ec2.InterfaceVpcEndpoint(this, "EventBridgeEndpoint", {
-        vpc: db.vpc,
-        service: ec2.InterfaceVpcEndpointAwsService.EVENTBRIDGE,
-        ...(db.vpcSubnets === undefined ? {} : { subnets: db.vpcSubnets }),
-        privateDnsEnabled: true,
-        // Only the Lambdas' security group is let in (functionSecurityGroups), not the VPC's CIDR.
-        open: false,
-      });
-    return given.includes(endpoint) ? given : [...given, endpoint];
-  }
-
   #databaseEnv(secret: secretsmanager.ISecret): Record<string, string> {
     const p = this.#props;
     // The ARN only: the Lambdas fetch the secret at run time (and again after a rotation); no credential is
@@ -650,86 +627,6 @@ export class OutboxRelay extends Construct {
       ...(p.outboxTable === undefined ? {} : { OUTBOX_TABLE: p.outboxTable }),
     };
   }
-
-  #alarmTopic(props: OutboxAlarmProps, removalPolicy: RemovalPolicy): sns.ITopic | undefined {
-    if (props.topic !== undefined) return props.topic;
-    if (props.createTopic !== true) return undefined;
-    // CloudWatch can publish to an encrypted topic only if it may use the key: the AWS-managed aws/sns key
-    // cannot grant that, so the topic gets a key of its own.
-    const key = new kms.Key(this, "AlarmTopicKey", {
-      description: "Encrypts the outbox alarm topic",
-      enableKeyRotation: true,
-      removalPolicy,
-    });
-    key.addToResourcePolicy(
-      new iam.PolicyStatement({
-        sid: "AllowCloudWatchAlarmsToPublish",
-        principals: [new iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-        actions: ["kms:Decrypt", "kms:GenerateDataKey*"],
-        // In a key policy "*" means this key; AWS accepts nothing else there.
-        resources: ["*"],
-        conditions: { StringEquals: { "aws:SourceAccount": Stack.of(this).account } },
-      }),
-    );
-    const topic = new sns.Topic(this, "AlarmTopic", {
-      displayName: "Outbox relay alarms",
-      masterKey: key,
-      enforceSSL: true,
-    });
-    // A topic policy replaces SNS's default one, which let the account's own principals publish: with only the
-    // TLS Deny above, nothing allows CloudWatch and every alarm notification is dropped. The Allow is AWS's own
-    // (SNS developer guide, "Amazon SNS access control: use cases", CloudWatch alarms publishing to a topic):
-    // the cloudwatch.amazonaws.com principal, held to this account's alarms by aws:SourceAccount and
-    // aws:SourceArn so no other account's alarm can use the topic (the confused-deputy guard).
-    const stack = Stack.of(this);
-    topic.addToResourcePolicy(
-      new iam.PolicyStatement({
-        sid: "AllowCloudWatchAlarmsToPublish",
-        principals: [new iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-        actions: ["sns:Publish"],
-        resources: [topic.topicArn],
-        conditions: {
-          StringEquals: { "aws:SourceAccount": stack.account },
-          ArnLike: {
-            "aws:SourceArn": stack.formatArn({
-              service: "cloudwatch",
-              resource: "alarm",
-              resourceName: "*",
-              arnFormat: ArnFormat.COLON_RESOURCE_NAME,
-            }),
-          },
-        },
-      }),
-    );
-    return topic;
-  }
-}
-
-/**
- * The relay's reserved concurrency: none unless asked. Lambda refuses a reservation that would leave the account
- * less than its unreserved minimum ("You can reserve up to the Unreserved account concurrency value minus 100",
- * Lambda developer guide, "Configuring reserved concurrency"; accounts with a smaller quota keep a smaller floor,
- * 10 for a new account's quota of 10), so any reservation fails the first deploy in a new account. When asked,
- * never fewer than the overlapping invocations the schedule starts (relayTiming's reservedConcurrency): fewer
- * would throttle a legal overlap and leave minutes in which no relay claims.
- */
-function relayReservedConcurrency(
-  asked: number | boolean | undefined,
-  timing: { reservedConcurrency: number; concurrencyPerRelay: number },
-  relays: number,
-): number | undefined {
-  if (asked === undefined || asked === false) return undefined;
-  if (asked === true) return timing.reservedConcurrency;
-  checkIntegerOption("OutboxRelay relay.reservedConcurrency", asked, 1, 1000);
-  if (asked < timing.reservedConcurrency) {
-    throw new Error(
-      `OutboxRelay relay.reservedConcurrency ${asked} is below the ${timing.reservedConcurrency} concurrent ` +
-        `invocations the schedule can start (${relays} relay target(s) x ${timing.concurrencyPerRelay} ` +
-        "overlapping invocations each; relayTiming in infra/relayTiming.ts): raise it, set it to true to reserve " +
-        "exactly that, or leave it unset",
-    );
-  }
-  return asked;
 }
 
 function wholeMinutes(duration: Duration, name: string): Duration {

@@ -1,3 +1,4 @@
+import { checkIntegerOption } from "../functions/shared/env.ts";
 import { DEFAULT_RELAY_OPTIONS, roundReserveMs } from "../functions/shared/relay.ts";
 
 /** The relay handler's default `RELAY_BUDGET_MARGIN_MS` (functions/shared/relayConfig.ts). */
@@ -116,6 +117,33 @@ export function relayTiming(input: RelayTimingInput): RelayTiming {
     reservedConcurrency: relays * concurrencyPerRelay,
     longestTickGapSeconds,
   };
+}
+
+/**
+ * The relay's reserved concurrency: none unless asked. Lambda refuses a reservation that would leave the account
+ * less than its unreserved minimum ("You can reserve up to the Unreserved account concurrency value minus 100",
+ * Lambda developer guide, "Configuring reserved concurrency"; accounts with a smaller quota keep a smaller floor,
+ * 10 for a new account's quota of 10), so any reservation fails the first deploy in a new account. When asked,
+ * never fewer than the overlapping invocations the schedule starts (relayTiming's reservedConcurrency): fewer
+ * would throttle a legal overlap and leave minutes in which no relay claims.
+ */
+export function relayReservedConcurrency(
+  asked: number | boolean | undefined,
+  timing: { reservedConcurrency: number; concurrencyPerRelay: number },
+  relays: number,
+): number | undefined {
+  if (asked === undefined || asked === false) return undefined;
+  if (asked === true) return timing.reservedConcurrency;
+  checkIntegerOption("OutboxRelay relay.reservedConcurrency", asked, 1, 1000);
+  if (asked < timing.reservedConcurrency) {
+    throw new Error(
+      `OutboxRelay relay.reservedConcurrency ${asked} is below the ${timing.reservedConcurrency} concurrent ` +
+        `invocations the schedule can start (${relays} relay target(s) x ${timing.concurrencyPerRelay} ` +
+        "overlapping invocations each; relayTiming in infra/relayTiming.ts): raise it, set it to true to reserve " +
+        "exactly that, or leave it unset",
+    );
+  }
+  return asked;
 }
 
 /**
