@@ -172,6 +172,14 @@ describe("the example deployed again after cdk destroy", () => {
     const allowed = JSON.stringify(dlq.Properties?.RedriveAllowPolicy);
     expect(allowed).toContain("AWS::StackId");
     expect(allowed).not.toContain(queueId);
+    // A name SQS would refuse at deploy is refused at synth, naming the prop.
+    expect(() => outboxStack(() => ({ queueName: "orders" }))).toThrow(
+      /queueName "orders": a FIFO queue's name is 1-80 letters, digits, hyphens or underscores ending in .fifo/,
+    );
+    expect(
+      only(outboxStack(() => ({ queueName: "orders.fifo" })).template, "AWS::SQS::Queue", "OutboxQueue")[1]
+        .Properties?.QueueName,
+    ).toBe("orders.fifo");
   });
 });
 
