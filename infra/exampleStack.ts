@@ -208,9 +208,10 @@ export class OutboxExampleStack extends Stack {
       cloudwatchLogsExports: ["postgresql"],
     });
     cluster.node.addDependency(postgresLogs);
-    // Monthly rotation; the Lambdas re-read the secret after an authentication failure, so they follow it. The
-    // rotation Lambda gets a security group of its own with listed egress: HTTPS to the Secrets Manager endpoint
-    // (which, being closed, must let this group in, or every rotation times out) and the database's port.
+    // Monthly rotation; the Lambdas re-read the secret after an authentication failure and once its 15-minute TTL
+    // has passed (a new host or user too), so they follow it. The rotation Lambda gets a security group of its own
+    // with listed egress: HTTPS to the Secrets Manager endpoint (which, being closed, must let this group in, or
+    // every rotation times out) and the database's port.
     const rotationGroup = new ec2.SecurityGroup(this, "RotationSecurityGroup", {
       vpc,
       description: "Secrets Manager rotation Lambda of the outbox database secret",
