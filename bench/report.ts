@@ -1,6 +1,7 @@
 import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay.ts";
 import type { CpuReading } from "./lib/cpuMeter.ts";
 import type { PhaseTotals } from "./lib/roundProfile.ts";
+import type { StallReport } from "./lib/stallReport.ts";
 import type { Repeated } from "./lib/stats.ts";
 import { listRuns, markdownTable, formatNumber as n, verdict, verdictOfRuns } from "./lib/table.ts";
 import type { ClaimAtScale } from "./measures/claimAtScale.ts";
@@ -431,6 +432,81 @@ export function loadAbTable(a: NonNullable<BenchResults["loadAb"]>): string {
   ].join("\n\n");
 }
 
+/**
+ * The latency runs' stall report (lib/stallReport.ts): per run the phase tails, both threads' pauses and what
+ * the database did; then every latency spike and each run's slowest rounds, with the evidence that overlaps them.
+ */
+export function stallTable(r: BenchResults): string {
+  const labelled = [
+    ...(r.latency?.polling ?? []).map((run, i) => [`5. polling #${i + 1}`, run] as const),
+    ...(r.latency?.notify ?? []).map((run, i) => [`5. NOTIFY #${i + 1}`, run] as const),
+    ...(r.hotAggregate?.withoutBacklog ?? []).map((run, i) => [`10. without #${i + 1}`, run] as const),
+    ...(r.hotAggregate?.withBacklog ?? []).map((run, i) => [`10. hot backlog #${i + 1}`, run] as const),
+  ].filter(([, run]) => run.stalls !== undefined);
+  if (labelled.length === 0) return "";
+  const ms = (value: number | undefined) => (value === undefined ? "–" : n(value, 1));
+  const runRows = labelled.map(([label, run]) => {
+    const st = run.stalls as StallReport;
+    const p = (name: string) => `${ms(st.phases[name]?.p99)} / ${ms(st.phases[name]?.max)}`;
+    const thread = (t: StallReport["relayThread"]) =>
+      `${ms(t.delayMaxMs)} / ${n(t.gcTotalMs)} (${t.gcCount}) / ${ms(Math.max(0, ...t.long.filter((x) => x.what.endsWith("GC")).map((x) => x.ms)))} / ${n(t.heapUsedMiB.end)}`;
+    const counters = st.database.counters;
+    const moved = (name: string) => (counters[name]?.end ?? 0) - (counters[name]?.start ?? 0);
+    const db = [
+      `${moved("autovacuums")} autovacuum, ${moved("autoanalyzes")} autoanalyze, ${moved("checkpoints")} checkpoints`,
+      `${st.database.conditions.filter((c) => c.what.startsWith("lock wait")).length} lock-wait spells`,
+      `${st.database.plans.length} claim plan${st.database.plans.length === 1 ? "" : "s"}`,
+    ].join(", ");
+    return [
+      label,
+      `${n(run.p99)} / ${n(run.max)}`,
+      st.rounds,
+      p("round"),
+      `${p("claim")}; ${p("publish")}; ${p("record")}; ${p("commit")}`,
+      `${p("connect")}; ${p("idle")}`,
+      thread(st.relayThread),
+      thread(st.endpointThread),
+      db,
+    ];
+  });
+  const eventRows = labelled.flatMap(([label, run]) => {
+    const st = run.stalls as StallReport;
+    return [
+      ...st.spikes.map((spike) => [
+        label,
+        `spike: ${spike.events} events > ${st.spikeThresholdMs} ms, max ${n(spike.maxMs)} ms`,
+        `+${n(spike.fromMs)}…${n(spike.toMs)} ms`,
+        spike.cause,
+      ]),
+      ...st.slowestRounds
+        .slice(0, 3)
+        .map((round) => [
+          label,
+          `round of ${n(round.totalMs)} ms, ${round.rows} rows`,
+          `+${n(round.atMs)} ms`,
+          round.cause,
+        ]),
+    ];
+  });
+  return [
+    markdownTable(
+      [
+        "run",
+        "p99 / max ms",
+        "rounds",
+        "round ms p99 / max",
+        "claim; publish; record; commit (p99 / max)",
+        "pool wait; idle wait (p99 / max)",
+        "relay thread: loop delay max / GC ms (count) / longest GC / heap MiB",
+        "SQS endpoint thread: the same",
+        "database during the run",
+      ],
+      runRows,
+    ),
+    markdownTable(["run", "what", "when (since the relay started)", "overlapping, largest first"], eventRows),
+  ].join("\n\n");
+}
+
 /** Everything `npm run bench` prints: the summary against the targets, then the profiles behind it. */
 export function markdownReport(r: BenchResults): string {
   const m = r.machine;
@@ -440,6 +516,8 @@ export function markdownReport(r: BenchResults): string {
   ];
   if (r.relayZeroLatency || r.relay20ms) sections.push("### Where a relay round's time goes", phaseTable(r));
   if (r.loadAb) sections.push("### Payload load: direct statement vs the walk alone", loadAbTable(r.loadAb));
+  const stalls = stallTable(r);
+  if (stalls !== "") sections.push("### Stalls: latency runs' rounds, pauses and the database", stalls);
   if (r.relayProfile) sections.push("### Where the relay thread's CPU goes", profileTable(r.relayProfile));
   if (r.enqueue) sections.push("### Enqueue with the order guarantee", enqueueTable(r.enqueue));
   if (r.destinations)

@@ -8,10 +8,14 @@ import {
   runRelay,
 } from "../../functions/shared/relay.ts";
 import { resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
+import { watchDatabase } from "../lib/databaseWatch.ts";
+import { tracedPool } from "../lib/roundTrace.ts";
 import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { AcceptedSend, BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
+import { type StallReport, stallReport } from "../lib/stallReport.ts";
 import { percentile } from "../lib/stats.ts";
 import { produceSteadily, type SteadyLoad } from "../lib/steadyProducer.ts";
+import { epochNow, watchThread } from "../lib/threadPauses.ts";
 
 export interface LatencyRun {
   events: number;
@@ -24,6 +28,8 @@ export interface LatencyRun {
   commitP99: number;
   /** With a hot backlog: events of the hot aggregate published during the run, and their rate. */
   hot?: { rows: number; published: number; eventsPerSecond: number };
+  /** The run's rounds, pauses and database view lined up: its slowest rounds and latency spikes, with causes. */
+  stalls?: StallReport;
 }
 
 const ALL_DELIVERED_TIMEOUT_MS = 30_000;
@@ -68,15 +74,32 @@ export async function measureLatency(
     const destination = sqsFifoDestination(sqs, { queueUrl });
     await endpoint.takeDeliveries();
     const wakeUp = notify ? await listenForOutboxInserts(relayPool) : undefined;
+    // Every round's phases, both threads' pauses and the database's view, for the stall report.
+    const traced = tracedPool(relayPool);
+    const database = await watchDatabase(databaseUrl, "outbox_events", traced.lastClaim);
+    const endpointWatch = await endpoint.watch();
+    const relayWatch = watchThread();
+    const startedAt = epochNow();
     const deadline = Date.now() + load.durationMs + roundReserveMs(options) + ALL_DELIVERED_TIMEOUT_MS;
     const relay = runRelay(
-      { pool: relayPool, destination, deadline, signal: stop.signal, ...(wakeUp ? { wakeUp } : {}) },
+      { pool: traced.pool, destination, deadline, signal: stop.signal, ...(wakeUp ? { wakeUp } : {}) },
       options,
     ).finally(() => wakeUp?.close());
     const produced = await produceSteadily(producerPool, load);
     const firstAccepted = await waitForAll(endpoint, produced.committedAt);
     stop.abort();
     await relay;
+    const stalls = stallReport({
+      startedAt,
+      rounds: traced.rounds,
+      relay: relayWatch.stop(),
+      endpoint: await endpointWatch.stop(),
+      database: await database.stop(),
+      events: [...produced.committedAt].map(([id, committedAt]) => ({
+        committedAt,
+        publishedAt: firstAccepted.get(id) as number,
+      })),
+    });
     // Everything else the endpoint accepted during the run is the hot aggregate's.
     const hotTimes = [...firstAccepted].filter(([id]) => !produced.committedAt.has(id)).map(([, at]) => at);
     const latencies = [...produced.committedAt].map(([id, at]) => (firstAccepted.get(id) as number) - at);
@@ -88,6 +111,7 @@ export async function measureLatency(
       max: Math.max(...latencies),
       commitP50: percentile(produced.commitMs, 50),
       commitP99: percentile(produced.commitMs, 99),
+      stalls,
       ...(hotBacklogRows > 0
         ? {
             hot: {
