@@ -1,5 +1,4 @@
 import pg from "pg";
-import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
 import { listenForOutboxInserts } from "../../functions/shared/notify.ts";
 import {
   DEFAULT_RELAY_OPTIONS,
@@ -10,7 +9,7 @@ import {
 import { resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import { watchDatabase } from "../lib/databaseWatch.ts";
 import { tracedPool } from "../lib/roundTrace.ts";
-import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
+import { createBenchQueue, deleteBenchQueue, relayDestination, relaySqsClient } from "../lib/sqsClient.ts";
 import type { AcceptedSend, BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 import { type StallReport, stallReport } from "../lib/stallReport.ts";
 import { percentile } from "../lib/stats.ts";
@@ -63,15 +62,21 @@ export async function measureLatency(
     `alter table outbox_events ${notify ? "enable" : "disable"} trigger outbox_notify`,
   );
   await endpoint.setLatency(latencyMs);
-  // The relay's own small pool, as in the Lambda (2 sessions, plus the LISTEN one).
-  const relayPool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
-  relayPool.on("error", () => {});
   const options: RelayOptions = { ...DEFAULT_RELAY_OPTIONS, mode: "dwell" };
+  // The relay's own small pool, sized as the handler sizes it: a session per parallel round, plus the LISTEN one.
+  // (Until 2026-12-01 it had 3 sessions, from the days of 2 rounds: with 4 rounds one loop always waited for a
+  // session, which the stall report showed as pool wait.)
+  const relayPool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: options.parallelRounds + (notify ? 1 : 0),
+    application_name: "bench-relay",
+  });
+  relayPool.on("error", () => {});
   const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
+  const queueUrl = await createBenchQueue(sqs, notify ? "latency-notify" : "latency-poll");
+  const { destination, destroy } = relayDestination(endpoint.url, queueUrl, options);
   const stop = new AbortController();
   try {
-    const queueUrl = await createBenchQueue(sqs, notify ? "latency-notify" : "latency-poll");
-    const destination = sqsFifoDestination(sqs, { queueUrl });
     await endpoint.takeDeliveries();
     const wakeUp = notify ? await listenForOutboxInserts(relayPool) : undefined;
     // Every round's phases, both threads' pauses and the database's view, for the stall report.
@@ -125,6 +130,8 @@ export async function measureLatency(
     };
   } finally {
     stop.abort();
+    await deleteBenchQueue(sqs, queueUrl);
+    destroy();
     sqs.destroy();
     await relayPool.end();
     await producerPool.query("alter table outbox_events disable trigger outbox_notify");
