@@ -457,10 +457,14 @@ export function stallTable(r: BenchResults): string {
       `${st.database.conditions.filter((c) => c.what.startsWith("lock wait")).length} lock-wait spells`,
       `${st.database.plans.length} claim plan${st.database.plans.length === 1 ? "" : "s"}`,
     ].join(", ");
+    const cpu = st.cpuMs;
     return [
       label,
       `${n(run.p99)} / ${n(run.max)}`,
       st.rounds,
+      cpu === undefined
+        ? "–"
+        : `${n(cpu.relayThread)} / ${n(cpu.endpointThread)} / ${n(cpu.otherThreads)} in ${n(cpu.wallMs)}`,
       p("round"),
       `${p("claim")}; ${p("publish")}; ${p("record")}; ${p("commit")}`,
       `${p("connect")}; ${p("idle")}`,
@@ -494,6 +498,7 @@ export function stallTable(r: BenchResults): string {
         "run",
         "p99 / max ms",
         "rounds",
+        "CPU ms: relay thread / endpoint thread / other threads (GC helpers, JIT, libuv) in wall ms",
         "round ms p99 / max",
         "claim; publish; record; commit (p99 / max)",
         "pool wait; idle wait (p99 / max)",

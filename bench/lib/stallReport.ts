@@ -42,6 +42,12 @@ export interface StallReport {
   spikes: LatencySpike[];
   relayThread: PausesSummary;
   endpointThread: PausesSummary;
+  /**
+   * CPU ms over the run: the relay's thread (which also runs the producer), the endpoint's, and the process's
+   * other threads: V8's concurrent GC markers and sweepers, its background JIT compiler, libuv's pool. A major GC of a big heap shows
+   * there, taking a core from everyone for seconds, while its pauses on the thread itself stay short.
+   */
+  cpuMs?: { relayThread: number; endpointThread: number; otherThreads: number; wallMs: number };
   database: DatabaseView;
 }
 
@@ -71,6 +77,7 @@ export function stallReport(input: {
   database: DatabaseView;
   /** Per event: epoch ms when its COMMIT returned and when the endpoint accepted it. */
   events: { committedAt: number; publishedAt: number }[];
+  cpuMs?: StallReport["cpuMs"];
 }): StallReport {
   const { startedAt, rounds } = input;
   const pauses = [
@@ -187,6 +194,7 @@ export function stallReport(input: {
     spikes: spikes.sort((a, b) => b.maxMs - a.maxMs).slice(0, SLOWEST),
     relayThread: summarizePauses(input.relay, startedAt),
     endpointThread: summarizePauses(input.endpoint, startedAt),
+    ...(input.cpuMs === undefined ? {} : { cpuMs: input.cpuMs }),
     database: input.database,
   };
 }

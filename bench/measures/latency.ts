@@ -85,6 +85,7 @@ export async function measureLatency(
     const endpointWatch = await endpoint.watch();
     const relayWatch = watchThread();
     const startedAt = epochNow();
+    const cpuBefore = await processCpu(endpoint);
     const deadline = Date.now() + load.durationMs + roundReserveMs(options) + ALL_DELIVERED_TIMEOUT_MS;
     const relay = runRelay(
       { pool: traced.pool, destination, deadline, signal: stop.signal, ...(wakeUp ? { wakeUp } : {}) },
@@ -94,7 +95,18 @@ export async function measureLatency(
     const firstAccepted = await waitForAll(endpoint, produced.committedAt);
     stop.abort();
     await relay;
+    const cpuAfter = await processCpu(endpoint);
     const stalls = stallReport({
+      cpuMs: {
+        relayThread: cpuAfter.relayThread - cpuBefore.relayThread,
+        endpointThread: cpuAfter.endpointThread - cpuBefore.endpointThread,
+        otherThreads:
+          cpuAfter.process -
+          cpuBefore.process -
+          (cpuAfter.relayThread - cpuBefore.relayThread) -
+          (cpuAfter.endpointThread - cpuBefore.endpointThread),
+        wallMs: epochNow() - startedAt,
+      },
       startedAt,
       rounds: traced.rounds,
       relay: relayWatch.stop(),
@@ -136,6 +148,17 @@ export async function measureLatency(
     await relayPool.end();
     await producerPool.query("alter table outbox_events disable trigger outbox_notify");
   }
+}
+
+/** CPU ms so far: this whole process, its main thread (relay and producer), and the endpoint's worker thread. */
+async function processCpu(endpoint: BenchSqsEndpoint) {
+  const all = process.cpuUsage();
+  const main = process.threadCpuUsage();
+  return {
+    process: (all.user + all.system) / 1000,
+    relayThread: (main.user + main.system) / 1000,
+    endpointThread: await endpoint.cpuMs(),
+  };
 }
 
 /** Collects the endpoint's accepted sends until every committed event arrived; bounded. */
