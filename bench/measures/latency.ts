@@ -76,6 +76,8 @@ export async function measureLatency(
   const queueUrl = await createBenchQueue(sqs, notify ? "latency-notify" : "latency-poll");
   const { destination, destroy } = relayDestination(endpoint.url, queueUrl, options);
   const stop = new AbortController();
+  // Set while the watches run; a run that fails stops them in `finally`, or their timers keep the bench alive.
+  let stopWatches: (() => Promise<void>) | undefined;
   try {
     await endpoint.takeDeliveries();
     const wakeUp = notify ? await listenForOutboxInserts(relayPool) : undefined;
@@ -84,6 +86,11 @@ export async function measureLatency(
     const database = await watchDatabase(databaseUrl, "outbox_events", traced.lastClaim);
     const endpointWatch = await endpoint.watch();
     const relayWatch = watchThread();
+    stopWatches = async () => {
+      relayWatch.stop();
+      await endpointWatch.stop().catch(() => {});
+      await database.stop().catch(() => {});
+    };
     const startedAt = epochNow();
     const cpuBefore = await processCpu(endpoint);
     const deadline = Date.now() + load.durationMs + roundReserveMs(options) + ALL_DELIVERED_TIMEOUT_MS;
@@ -96,6 +103,7 @@ export async function measureLatency(
     stop.abort();
     await relay;
     const cpuAfter = await processCpu(endpoint);
+    stopWatches = undefined;
     const stalls = stallReport({
       cpuMs: {
         relayThread: cpuAfter.relayThread - cpuBefore.relayThread,
@@ -142,6 +150,7 @@ export async function measureLatency(
     };
   } finally {
     stop.abort();
+    await stopWatches?.();
     await deleteBenchQueue(sqs, queueUrl);
     destroy();
     sqs.destroy();
