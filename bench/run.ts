@@ -385,6 +385,7 @@ function summarize(byTuning: Map<RelayTuning, RelayRun[]>): TunedThroughput[] {
       rounds: middle.rounds,
       cpuPer1k: middle.cpuPer1k,
       machineBusy: middle.machineBusy,
+      cpuRuns: runs.map((run) => run.cpuPer1k),
     };
   });
 }

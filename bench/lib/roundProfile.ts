@@ -60,7 +60,7 @@ export function isDirectLoad(sql: string): boolean {
   return sql.includes("pg_column_compression");
 }
 
-function phaseOf(sql: string): RoundPhase {
+export function phaseOf(sql: string): RoundPhase {
   if (sql.includes("skip locked")) return "claim";
   if (sql.includes("load_payload") || sql.includes("pg_column_size")) return "load";
   if (sql.trimStart().startsWith("update")) return "record";

@@ -1,4 +1,5 @@
 import { Worker } from "node:worker_threads";
+import type { ThreadPauses } from "./threadPauses.ts";
 
 /** What the bench needs from a delivery: which event, and when the endpoint accepted it (epoch ms). */
 export interface AcceptedSend {
@@ -14,12 +15,24 @@ export interface BenchSqsEndpoint {
   takeDeliveries(): Promise<AcceptedSend[]>;
   /** CPU time the endpoint's thread has used, ms. */
   cpuMs(): Promise<number>;
+  /** Starts watching the endpoint thread's event loop and GC (lib/threadPauses.ts); `stop` returns what it saw. */
+  watch(): Promise<{ stop(): Promise<ThreadPauses> }>;
   close(): Promise<void>;
 }
 
-export type EndpointCommand = { kind: "latency"; ms: number } | { kind: "take" } | { kind: "cpu" };
+export type EndpointCommand =
+  | { kind: "latency"; ms: number }
+  | { kind: "take" }
+  | { kind: "cpu" }
+  | { kind: "watch" }
+  | { kind: "unwatch" };
 export type EndpointRequest = EndpointCommand & { id: number };
-export type EndpointReply = { id: number; deliveries?: AcceptedSend[]; cpuMs?: number };
+export type EndpointReply = {
+  id: number;
+  deliveries?: AcceptedSend[];
+  cpuMs?: number;
+  pauses?: ThreadPauses;
+};
 
 /**
  * Runs local/fakeSqs.ts on a worker thread. In production SQS's own work happens on AWS's machines; in one
@@ -55,6 +68,16 @@ export async function startBenchSqsEndpoint(): Promise<BenchSqsEndpoint> {
     },
     async cpuMs() {
       return (await call({ kind: "cpu" })).cpuMs ?? Number.NaN;
+    },
+    async watch() {
+      await call({ kind: "watch" });
+      return {
+        async stop() {
+          const { pauses } = await call({ kind: "unwatch" });
+          if (pauses === undefined) throw new Error("the endpoint was not being watched");
+          return pauses;
+        },
+      };
     },
     async close() {
       await worker.terminate();

@@ -1,13 +1,20 @@
 import { parentPort } from "node:worker_threads";
 import { startFakeSqs } from "../../local/fakeSqs.ts";
 import type { EndpointReply, EndpointRequest } from "./sqsEndpoint.ts";
+import { watchThread } from "./threadPauses.ts";
 
 const port = parentPort;
 if (port === null) throw new Error("sqsEndpointWorker.ts runs as a worker thread (see sqsEndpoint.ts)");
 const fake = await startFakeSqs();
+let watch: ReturnType<typeof watchThread> | undefined;
 port.on("message", (request: EndpointRequest) => {
   const reply: EndpointReply = { id: request.id };
-  if (request.kind === "latency") {
+  if (request.kind === "watch") {
+    watch = watchThread();
+  } else if (request.kind === "unwatch") {
+    if (watch !== undefined) reply.pauses = watch.stop();
+    watch = undefined;
+  } else if (request.kind === "latency") {
     fake.setFaults({ latencyMs: request.ms });
   } else if (request.kind === "cpu") {
     const usage = process.threadCpuUsage();

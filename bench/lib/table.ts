@@ -20,3 +20,18 @@ export function formatNumber(value: number, digits?: number): string {
 export function verdict(ok: boolean): string {
   return ok ? "pass" : "**MISS**";
 }
+
+/**
+ * The verdict of a target that must hold in every run: `pass` only if each run met it, else `**MISS**` with how
+ * many runs missed. A median hides the one run in three that stalled, and that run is what a user sees.
+ */
+export function verdictOfRuns<T>(runs: readonly T[], met: (run: T) => boolean): string {
+  if (runs.length === 0) return "–";
+  const missed = runs.filter((run) => !met(run)).length;
+  return missed === 0 ? "pass" : `**MISS** (${missed} of ${runs.length} runs)`;
+}
+
+/** Every run's figure, in run order: `91, 148, 1,535`. */
+export function listRuns(values: readonly number[], digits?: number): string {
+  return values.map((value) => formatNumber(value, digits)).join(", ");
+}

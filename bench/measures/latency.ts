@@ -1,5 +1,4 @@
 import pg from "pg";
-import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
 import { listenForOutboxInserts } from "../../functions/shared/notify.ts";
 import {
   DEFAULT_RELAY_OPTIONS,
@@ -8,10 +7,14 @@ import {
   runRelay,
 } from "../../functions/shared/relay.ts";
 import { resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
-import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
+import { watchDatabase } from "../lib/databaseWatch.ts";
+import { tracedPool } from "../lib/roundTrace.ts";
+import { createBenchQueue, deleteBenchQueue, relayDestination, relaySqsClient } from "../lib/sqsClient.ts";
 import type { AcceptedSend, BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
+import { type StallReport, stallReport } from "../lib/stallReport.ts";
 import { percentile } from "../lib/stats.ts";
 import { produceSteadily, type SteadyLoad } from "../lib/steadyProducer.ts";
+import { epochNow, watchThread } from "../lib/threadPauses.ts";
 
 export interface LatencyRun {
   events: number;
@@ -24,6 +27,8 @@ export interface LatencyRun {
   commitP99: number;
   /** With a hot backlog: events of the hot aggregate published during the run, and their rate. */
   hot?: { rows: number; published: number; eventsPerSecond: number };
+  /** The run's rounds, pauses and database view lined up: its slowest rounds and latency spikes, with causes. */
+  stalls?: StallReport;
 }
 
 const ALL_DELIVERED_TIMEOUT_MS = 30_000;
@@ -57,26 +62,69 @@ export async function measureLatency(
     `alter table outbox_events ${notify ? "enable" : "disable"} trigger outbox_notify`,
   );
   await endpoint.setLatency(latencyMs);
-  // The relay's own small pool, as in the Lambda (2 sessions, plus the LISTEN one).
-  const relayPool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
-  relayPool.on("error", () => {});
   const options: RelayOptions = { ...DEFAULT_RELAY_OPTIONS, mode: "dwell" };
+  // The relay's own small pool, sized as the handler sizes it: a session per parallel round, plus the LISTEN one.
+  // (Until 2026-12-01 it had 3 sessions, from the days of 2 rounds: with 4 rounds one loop always waited for a
+  // session, which the stall report showed as pool wait.)
+  const relayPool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: options.parallelRounds + (notify ? 1 : 0),
+    application_name: "bench-relay",
+  });
+  relayPool.on("error", () => {});
   const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
+  const queueUrl = await createBenchQueue(sqs, notify ? "latency-notify" : "latency-poll");
+  const { destination, destroy } = relayDestination(endpoint.url, queueUrl, options);
   const stop = new AbortController();
+  // Set while the watches run; a run that fails stops them in `finally`, or their timers keep the bench alive.
+  let stopWatches: (() => Promise<void>) | undefined;
   try {
-    const queueUrl = await createBenchQueue(sqs, notify ? "latency-notify" : "latency-poll");
-    const destination = sqsFifoDestination(sqs, { queueUrl });
     await endpoint.takeDeliveries();
     const wakeUp = notify ? await listenForOutboxInserts(relayPool) : undefined;
+    // Every round's phases, both threads' pauses and the database's view, for the stall report.
+    const traced = tracedPool(relayPool);
+    const database = await watchDatabase(databaseUrl, "outbox_events", traced.lastClaim);
+    const endpointWatch = await endpoint.watch();
+    const relayWatch = watchThread();
+    stopWatches = async () => {
+      relayWatch.stop();
+      await endpointWatch.stop().catch(() => {});
+      await database.stop().catch(() => {});
+    };
+    const startedAt = epochNow();
+    const cpuBefore = await processCpu(endpoint);
     const deadline = Date.now() + load.durationMs + roundReserveMs(options) + ALL_DELIVERED_TIMEOUT_MS;
     const relay = runRelay(
-      { pool: relayPool, destination, deadline, signal: stop.signal, ...(wakeUp ? { wakeUp } : {}) },
+      { pool: traced.pool, destination, deadline, signal: stop.signal, ...(wakeUp ? { wakeUp } : {}) },
       options,
     ).finally(() => wakeUp?.close());
     const produced = await produceSteadily(producerPool, load);
     const firstAccepted = await waitForAll(endpoint, produced.committedAt);
     stop.abort();
     await relay;
+    const cpuAfter = await processCpu(endpoint);
+    stopWatches = undefined;
+    const stalls = stallReport({
+      cpuMs: {
+        relayThread: cpuAfter.relayThread - cpuBefore.relayThread,
+        endpointThread: cpuAfter.endpointThread - cpuBefore.endpointThread,
+        otherThreads:
+          cpuAfter.process -
+          cpuBefore.process -
+          (cpuAfter.relayThread - cpuBefore.relayThread) -
+          (cpuAfter.endpointThread - cpuBefore.endpointThread),
+        wallMs: epochNow() - startedAt,
+      },
+      startedAt,
+      rounds: traced.rounds,
+      relay: relayWatch.stop(),
+      endpoint: await endpointWatch.stop(),
+      database: await database.stop(),
+      events: [...produced.committedAt].map(([id, committedAt]) => ({
+        committedAt,
+        publishedAt: firstAccepted.get(id) as number,
+      })),
+    });
     // Everything else the endpoint accepted during the run is the hot aggregate's.
     const hotTimes = [...firstAccepted].filter(([id]) => !produced.committedAt.has(id)).map(([, at]) => at);
     const latencies = [...produced.committedAt].map(([id, at]) => (firstAccepted.get(id) as number) - at);
@@ -88,6 +136,7 @@ export async function measureLatency(
       max: Math.max(...latencies),
       commitP50: percentile(produced.commitMs, 50),
       commitP99: percentile(produced.commitMs, 99),
+      stalls,
       ...(hotBacklogRows > 0
         ? {
             hot: {
@@ -101,10 +150,24 @@ export async function measureLatency(
     };
   } finally {
     stop.abort();
+    await stopWatches?.();
+    await deleteBenchQueue(sqs, queueUrl);
+    destroy();
     sqs.destroy();
     await relayPool.end();
     await producerPool.query("alter table outbox_events disable trigger outbox_notify");
   }
+}
+
+/** CPU ms so far: this whole process, its main thread (relay and producer), and the endpoint's worker thread. */
+async function processCpu(endpoint: BenchSqsEndpoint) {
+  const all = process.cpuUsage();
+  const main = process.threadCpuUsage();
+  return {
+    process: (all.user + all.system) / 1000,
+    relayThread: (main.user + main.system) / 1000,
+    endpointThread: await endpoint.cpuMs(),
+  };
 }
 
 /** Collects the endpoint's accepted sends until every committed event arrived; bounded. */

@@ -1,11 +1,10 @@
 import pg from "pg";
-import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
 import { DEFAULT_PURGE_OPTIONS, type PurgeSummary, runPurge } from "../../functions/shared/purge.ts";
 import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay.ts";
 import { type BacklogShape, resetOutbox, seedBacklog, seedPublished } from "../lib/benchDatabase.ts";
 import type { CpuMeter } from "../lib/cpuMeter.ts";
 import { pacedPurge } from "../lib/pacedPurge.ts";
-import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
+import { createBenchQueue, deleteBenchQueue, relayDestination, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
 export interface PurgeInterferenceRun {
@@ -124,12 +123,14 @@ async function relayDrain(
   meter: CpuMeter,
   windowEnd: () => number | undefined,
 ): Promise<Drain> {
-  const relayPool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
-  relayPool.on("error", () => {});
   const options: RelayOptions = { ...DEFAULT_RELAY_OPTIONS, mode: "drain" };
+  // A session per parallel round, as the handler sizes its pool.
+  const relayPool = new pg.Pool({ connectionString: databaseUrl, max: options.parallelRounds });
+  relayPool.on("error", () => {});
   const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
+  const queueUrl = await createBenchQueue(sqs, "purge");
+  const { destination, destroy } = relayDestination(endpoint.url, queueUrl, options);
   try {
-    const destination = sqsFifoDestination(sqs, { queueUrl: await createBenchQueue(sqs, "purge") });
     const rounds: { at: number; published: number }[] = [];
     const onRound = (report: { published: number }) =>
       rounds.push({ at: performance.now(), published: report.published });
@@ -150,6 +151,8 @@ async function relayDrain(
       postgresCores: cpu.postgres / cpu.wallMs,
     };
   } finally {
+    await deleteBenchQueue(sqs, queueUrl);
+    destroy();
     sqs.destroy();
     await relayPool.end();
   }

@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import type pg from "pg";
 import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay.ts";
 import { resetOutbox } from "../lib/benchDatabase.ts";
-import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
+import { createBenchQueue, deleteBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
 export interface RelayMemoryRun {
@@ -44,12 +44,22 @@ export async function measureRelayMemory(
   );
   await pool.query("vacuum analyze outbox_events");
   const sqs = relaySqsClient(endpoint.url, DEFAULT_RELAY_OPTIONS.publishTimeoutMs);
-  let queueUrl: string;
+  const queueUrl = await createBenchQueue(sqs, "memory");
   try {
-    queueUrl = await createBenchQueue(sqs, "memory");
+    return await drainInChild(databaseUrl, endpoint, shape, batchMaxBytes, queueUrl);
   } finally {
+    await deleteBenchQueue(sqs, queueUrl);
     sqs.destroy();
   }
+}
+
+async function drainInChild(
+  databaseUrl: string,
+  endpoint: BenchSqsEndpoint,
+  shape: { events: number; payloadBytes: number },
+  batchMaxBytes: number,
+  queueUrl: string,
+): Promise<RelayMemoryRun> {
   await endpoint.takeDeliveries();
   const child = spawn(process.execPath, [WORKER], {
     env: {

@@ -1,12 +1,11 @@
 /**
  * The relay in a process of its own, for measures/relayMemory.ts: default options but drain mode and the given
- * byte budget, the handler's SQS client and a 2-session pool (one per parallel round). Prints one JSON line:
+ * byte budget, the handler's destination (lib/sqsClient.ts relayDestination) and a session per parallel round. Prints one JSON line:
  * events published, peak and idle RSS (MiB) and duration.
  */
 import pg from "pg";
-import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
 import { DEFAULT_RELAY_OPTIONS, runRelay } from "../../functions/shared/relay.ts";
-import { relaySqsClient } from "../lib/sqsClient.ts";
+import { relayDestination } from "../lib/sqsClient.ts";
 
 const env = (name: string) => {
   const value = process.env[name];
@@ -21,17 +20,16 @@ const options = {
   batchMaxBytes: Number(env("BENCH_BATCH_MAX_BYTES")),
 };
 const pool = new pg.Pool({ connectionString: env("BENCH_DATABASE_URL"), max: options.parallelRounds });
-const sqs = relaySqsClient(env("BENCH_SQS_URL"), options.publishTimeoutMs);
+const { destination, destroy } = relayDestination(env("BENCH_SQS_URL"), env("BENCH_QUEUE_URL"), options);
 await pool.query("select 1");
 const idleRss = process.memoryUsage().rss;
 const started = performance.now();
-const destination = sqsFifoDestination(sqs, { queueUrl: env("BENCH_QUEUE_URL") });
 const summary = await runRelay({ pool, destination, deadline: Date.now() + 600_000 }, options);
 const ms = performance.now() - started;
 // maxRSS is in KiB: the process's high-water mark, however briefly it was reached.
 const peakRss = process.resourceUsage().maxRSS * 1024;
 await pool.end();
-sqs.destroy();
+destroy();
 process.stdout.write(
   `${JSON.stringify({ published: summary.published, peakRssMiB: mib(peakRss), idleRssMiB: mib(idleRss), ms, lastError: summary.lastError })}\n`,
 );

@@ -1,15 +1,14 @@
 import { availableParallelism } from "node:os";
 import { CreateEventBusCommand, EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import type pg from "pg";
+import { createDestination } from "../../functions/shared/destinations/create.ts";
 import type { Destination } from "../../functions/shared/destinations/destination.ts";
-import { eventBridgeDestination } from "../../functions/shared/destinations/eventBridge.ts";
-import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
 import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay.ts";
 import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import type { CpuMeter, CpuReading } from "../lib/cpuMeter.ts";
 import { type LoadVariant, type PhaseTotals, profiledPool } from "../lib/roundProfile.ts";
-import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
+import { createBenchQueue, deleteBenchQueue, relayDestination, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
 let buses = 0;
@@ -39,7 +38,8 @@ export interface RelayRun {
 }
 
 /**
- * (2)/(3) The relay engine as the Lambda runs it (runRelay, drain mode, the handler's SQS client settings)
+ * (2)/(3) The relay engine as the Lambda runs it (runRelay, drain mode, the destination and client built by the
+ * handler's own destinations/create.ts)
  * draining a backlog into the endpoint; events per second from the first claim to the empty claim at the end.
  * Every event must have reached the endpoint, or the run is an error, not a number.
  */
@@ -62,6 +62,8 @@ export async function measureRelay(
     mode: "drain",
   };
   const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
+  let destroyDestination = () => {};
+  let queueUrl: string | undefined;
   const events = new EventBridgeClient({
     ...LOCAL_AWS,
     endpoint: endpoint.url,
@@ -75,9 +77,22 @@ export async function measureRelay(
       // A fresh bus per run, as a fresh queue per SQS run.
       const busName = `bench-${label}-${++buses}`;
       await events.send(new CreateEventBusCommand({ Name: busName }));
-      destination = eventBridgeDestination(events, { eventBusName: busName, source: "bench" });
+      const created = createDestination(
+        { kind: "eventbridge", eventBusName: busName, source: "bench" },
+        {
+          sockets: options.concurrency * options.parallelRounds,
+          requestTimeoutMs: options.publishTimeoutMs,
+          endpoint: endpoint.url,
+          ...LOCAL_AWS,
+        },
+      );
+      destination = created.destination;
+      destroyDestination = created.destroy;
     } else {
-      destination = sqsFifoDestination(sqs, { queueUrl: await createBenchQueue(sqs, label) });
+      queueUrl = await createBenchQueue(sqs, label);
+      const created = relayDestination(endpoint.url, queueUrl, options);
+      destination = created.destination;
+      destroyDestination = created.destroy;
     }
     await endpoint.takeDeliveries();
     const profiled = profiledPool(pool, variant);
@@ -104,6 +119,8 @@ export async function measureRelay(
       machineBusy: (cpu.relay + cpu.endpoint + cpu.postgres) / (cpu.wallMs * availableParallelism()),
     };
   } finally {
+    if (queueUrl !== undefined) await deleteBenchQueue(sqs, queueUrl);
+    destroyDestination();
     sqs.destroy();
     events.destroy();
   }

@@ -2,7 +2,7 @@ import type pg from "pg";
 import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay.ts";
 import { goArticleRelay } from "../baseline/goArticleRelay.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
-import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
+import { createBenchQueue, deleteBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
 /** (4) Events per second of the seed-style baseline (baseline/goArticleRelay.ts) against the same endpoint. */
@@ -16,8 +16,8 @@ export async function measureSeedBaseline(
   await seedBacklog(pool, shape);
   await endpoint.setLatency(latencyMs);
   const sqs = relaySqsClient(endpoint.url, DEFAULT_RELAY_OPTIONS.publishTimeoutMs);
+  const queueUrl = await createBenchQueue(sqs, "go-article");
   try {
-    const queueUrl = await createBenchQueue(sqs, "go-article");
     await endpoint.takeDeliveries();
     const started = performance.now();
     const published = await goArticleRelay(pool, sqs, queueUrl, DEFAULT_RELAY_OPTIONS.batchSize);
@@ -28,6 +28,7 @@ export async function measureSeedBaseline(
     }
     return published / seconds;
   } finally {
+    await deleteBenchQueue(sqs, queueUrl);
     sqs.destroy();
   }
 }

@@ -346,7 +346,7 @@ async function loadRows(
       await loadPayloads(
         client,
         names,
-        rows.toSorted((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1)).map((row) => row.id),
+        rows.toSorted(bySeq).map((row) => row.id),
         { maxMessageBytes, budgetBytes: options.batchMaxBytes },
       )
     ).map((payload) => [payload.id, payload]),
@@ -364,6 +364,19 @@ async function loadRows(
     }
   }
   return { sendable, results };
+}
+
+/**
+ * Outbox order. seq is a bigint in decimal text without leading zeros: between non-negative ones a shorter text
+ * is a smaller number and texts of one length compare as strings, with no BigInt parsed per comparison (that
+ * made ~16 allocations per event). A negative seq (only by hand: the identity starts at 1) takes the exact path.
+ */
+function bySeq(a: ClaimedRow, b: ClaimedRow): number {
+  if (a.seq.startsWith("-") || b.seq.startsWith("-")) {
+    const [x, y] = [BigInt(a.seq), BigInt(b.seq)];
+    return x < y ? -1 : x > y ? 1 : 0;
+  }
+  return a.seq.length - b.seq.length || (a.seq < b.seq ? -1 : a.seq > b.seq ? 1 : 0);
 }
 
 /**
