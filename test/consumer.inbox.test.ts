@@ -32,13 +32,14 @@ describe("the inbox table", () => {
     try {
       const first = await migrateInbox(pool, { schema: "orders_consumer" });
       const again = await migrateInbox(pool, { schema: "orders_consumer" });
-      expect(first.applied).toEqual(["0001_inbox.sql"]);
-      expect(again).toEqual({ applied: [], alreadyApplied: ["0001_inbox.sql"] });
+      const files = ["0001_inbox.sql", "0002_consumer_key.sql", "0003_consumer_positions.sql"];
+      expect(first.applied).toEqual(files);
+      expect(again).toEqual({ applied: [], alreadyApplied: files });
       const { rows } = await pool.query<{ table_name: string }>(
         "select table_name from information_schema.tables where table_schema = 'orders_consumer' order by 1",
       );
       // No outbox table: the inbox lives in the consumer's database and brings nothing of the outbox with it.
-      expect(rows.map((row) => row.table_name)).toEqual(["inbox", "inbox_migrations"]);
+      expect(rows.map((row) => row.table_name)).toEqual(["inbox", "inbox_migrations", "inbox_positions"]);
     } finally {
       await pool.end();
       await empty.drop();
