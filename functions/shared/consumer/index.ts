@@ -17,6 +17,7 @@ export {
   type InboxRoute,
   type InboxRoutes,
   InboxUnavailableError,
+  inboxRoute,
   type RecordOutcome,
   UnroutedEventError,
 } from "./inboxHandler.ts";
