@@ -15,7 +15,7 @@ import { Construct, type IDependable } from "constructs";
 import { checkIntegerOption } from "../functions/shared/env.ts";
 import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay.ts";
 import { createAlarms, type OutboxAlarmThresholds } from "./alarms.ts";
-import { OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
+import { consumerVisibilityTimeout, OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 import { createDashboard } from "./dashboard.ts";
 import { type ResolvedDatabase, resolveDatabase } from "./database.ts";
 import {
@@ -263,7 +263,10 @@ export class OutboxRelay extends Construct {
       eventSource: props.eventSource,
       queueEncryptionKey: props.queueEncryptionKey,
       consumerMaxReceiveCount: props.consumerMaxReceiveCount,
-      consumerVisibilityTimeout: props.consumerVisibilityTimeout,
+      // With a consumer of ours on it, the queue gets the 6x the consumer's timeout its construct checks for.
+      consumerVisibilityTimeout:
+        props.consumerVisibilityTimeout ??
+        (props.consumer === undefined ? undefined : consumerVisibilityTimeout(props.consumer.timeout)),
       removalPolicy,
     });
     if (destination.kind === "eventbridge") {

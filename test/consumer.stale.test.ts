@@ -126,7 +126,7 @@ describe('staleEvents: "skip" (finding 9)', () => {
     const applied = relayRecord({ aggregateId: "stale-purge", seq: 500 });
     await handler({ Records: [applied] });
     await db.pool.query(
-      `update ${CONSUMER_SCHEMA}.inbox set processed_at = now() - interval '40 days' where aggregate_id = 'stale-purge'`,
+      `update ${CONSUMER_SCHEMA}.inbox set processed_at = now() - interval '50 days' where aggregate_id = 'stale-purge'`,
     );
     const purged = await purgeInbox(db.pool, { schema: CONSUMER_SCHEMA });
     const late = relayRecord({ aggregateId: "stale-purge", seq: 400 });
