@@ -82,6 +82,26 @@ describe("consumers sharing one database (finding 9)", () => {
   });
 });
 
+describe("the consumer-key migration", () => {
+  it("re-keys a table whose primary key name the placeholders would not spell (a name ending in _events)", async () => {
+    await migrateInbox(db.pool, { schema: "odd_names", table: "inbox_events" });
+    const log = recorder();
+    const handler = createInboxHandler(() => {}, {
+      pool: db.pool,
+      schema: "odd_names",
+      table: "inbox_events",
+      staleEvents: "skip",
+      ...log,
+    });
+    const record = relayRecord({ aggregateId: "odd", seq: 1 });
+
+    await handler({ Records: [record] });
+    await handler({ Records: [record] });
+
+    expect(log.outcomes.map((outcome) => outcome.status)).toEqual(["processed", "duplicate"]);
+  });
+});
+
 describe('staleEvents: "skip" (finding 9)', () => {
   it("acknowledges an older event of an aggregate after a newer one without running the handler", async () => {
     const log = recorder();
