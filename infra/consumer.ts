@@ -1,4 +1,4 @@
-import { Duration, RemovalPolicy, Token } from "aws-cdk-lib";
+import { Duration, RemovalPolicy, Token, Validations } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
 import type * as ec2 from "aws-cdk-lib/aws-ec2";
@@ -171,6 +171,14 @@ export class OutboxConsumer extends Construct {
     if (props.vpc !== undefined) {
       role.addToPrincipalPolicy(vpcNetworkInterfacesStatement());
       acknowledgeVpcNetworkInterfaces(role);
+    } else {
+      // One acknowledgement per id: with a VPC the one above covers the role's "*" statements.
+      Validations.of(role).acknowledge({
+        id: "AwsSolutions-IAM5[Resource::*]",
+        reason:
+          "Active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level " +
+          "permissions (the statement CDK adds with Tracing.ACTIVE, as in AWSXRayDaemonWriteAccess).",
+      });
     }
     if (props.databaseSecret !== undefined) grantSecretRead(this, role, props.databaseSecret);
 

@@ -156,6 +156,10 @@ describe("OutboxConsumer", () => {
       VisibilityTimeout: 240,
       RedrivePolicy: Match.objectLike({ maxReceiveCount: 5 }),
     });
+    const findings = new AwsSolutionsChecks(undefined, { verbose: true })
+      .validateScope(construct)
+      .violations.flatMap((v) => v.violatingResources.map((r) => `${v.ruleName} at ${r.constructPath}`));
+    expect(findings).toEqual([]);
   });
 
   it("refuses at synth a queue whose visibility timeout is shorter than 6x the function timeout, naming both", () => {
