@@ -200,7 +200,10 @@ export interface OutboxRelayProps {
   /** Removal policy of the queues and log groups. Default RETAIN: they may hold undelivered events and evidence. */
   readonly removalPolicy?: RemovalPolicy;
   /** Also create a consumer Lambda reading the queue (infra/consumer.ts); its alarms go to the alarm topic. */
-  readonly consumer?: Omit<OutboxConsumerProps, "queue" | "deadLetterQueue">;
+  readonly consumer?: Omit<
+    OutboxConsumerProps,
+    "queue" | "deadLetterQueue" | "queueVisibilityTimeout" | "maxReceiveCount"
+  >;
 }
 
 /**

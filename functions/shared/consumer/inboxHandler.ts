@@ -458,6 +458,8 @@ function fields(record: SqsRecord, event: InboxEvent | undefined): Record<string
           eventType: event.eventType,
           aggregateType: event.aggregateType,
           aggregateId: event.aggregateId,
+          // A string: a bigint does not serialize to JSON (and a stale event's log needs it).
+          seq: event.seq.toString(),
         }),
   };
 }
