@@ -357,13 +357,93 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
   return rows.filter((row): row is AlarmRow => row !== false);
 }
 
+/** What an OutboxConsumer's alarms watch (infra/consumer.ts). */
+export interface ConsumerAlarmSubjects {
+  function: lambda.IFunction;
+  queue: sqs.IQueue;
+  deadLetterQueue?: sqs.IQueue | undefined;
+  /** The inbox's InboxRecordsFailed count (EMF, outcomeMetrics.ts) in the function's namespace and service. */
+  failedRecords: cloudwatch.IMetric;
+  oldestMessageAgeSeconds: number;
+}
+
+/** The consumer's rows, the same table shape; the ids are the construct's since it was first released. */
+export function consumerAlarmTable(subjects: ConsumerAlarmSubjects): AlarmRow[] {
+  const rows: (AlarmRow | false)[] = [
+    {
+      key: "errors",
+      id: "ErrorsAlarm",
+      // A failed record is reported, not thrown: an invocation error means the whole batch failed (the inbox's
+      // database unreachable or not answering, a function timeout too short for one record, bad configuration),
+      // so every message of it comes back and each such receive counts towards maxReceiveCount.
+      description: "Outbox consumer invocations failed as a whole in 2 of 3 minutes: nothing is applied.",
+      metric: subjects.function.metricErrors({ period: MINUTE, statistic: "Sum" }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 3,
+      datapointsToAlarm: 2,
+      treatMissingData: NOT_BREACHING,
+    },
+    {
+      key: "failedRecords",
+      id: "FailedRecordsAlarm",
+      // 2 of 3 five-minute periods: a one-off failure that the redelivery fixes stays quiet; a message that
+      // keeps failing (redelivered every visibility timeout, 3 minutes at the construct's 6x) alarms within
+      // 10 minutes, before maxReceiveCount moves it aside.
+      description:
+        "The consumer failed records (handler errors, payloads its parse hook refused, unrouted event types, " +
+        "aborted transactions) in 2 of the last 3 five-minute periods. The log names each one.",
+      metric: subjects.failedRecords,
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 3,
+      datapointsToAlarm: 2,
+      // Written once per invocation, zeros included: no data is no invocation, which the age alarm watches.
+      treatMissingData: NOT_BREACHING,
+    },
+    {
+      key: "oldestMessageAge",
+      id: "OldestMessageAgeAlarm",
+      // 900 s: a poison message is retried maxReceiveCount (default 5) x the visibility timeout before it moves
+      // aside; a quarter of an hour still catches a consumer that stopped (disabled mapping, throttled to zero).
+      description:
+        "The oldest message in the outbox queue is older than the threshold: the consumer is behind or stopped.",
+      metric: subjects.queue.metricApproximateAgeOfOldestMessage({ period: MINUTE, statistic: "Maximum" }),
+      threshold: subjects.oldestMessageAgeSeconds,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 3,
+      treatMissingData: NOT_BREACHING,
+    },
+    subjects.deadLetterQueue !== undefined && {
+      key: "deadLetters",
+      id: "DeadLettersAlarm",
+      description:
+        "The consumer failed a message maxReceiveCount times and SQS moved it (and its group-mates received with " +
+        "it) to the dead-letter queue. Fix the cause, then redrive in order.",
+      metric: subjects.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
+        period: Duration.minutes(5),
+        statistic: "Maximum",
+      }),
+      threshold: 0,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: NOT_BREACHING,
+    },
+  ];
+  return rows.filter((row): row is AlarmRow => row !== false);
+}
+
 export function createAlarms(
   scope: Construct,
   subjects: AlarmSubjects,
   thresholds: OutboxAlarmThresholds,
 ): Record<string, cloudwatch.Alarm> {
+  return createAlarmsFrom(scope, alarmTable(subjects, thresholds));
+}
+
+export function createAlarmsFrom(scope: Construct, rows: AlarmRow[]): Record<string, cloudwatch.Alarm> {
   const alarms: Record<string, cloudwatch.Alarm> = {};
-  for (const row of alarmTable(subjects, thresholds)) {
+  for (const row of rows) {
     alarms[row.key] = new cloudwatch.Alarm(scope, row.id, {
       alarmDescription: row.description,
       metric: row.metric,

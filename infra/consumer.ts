@@ -1,4 +1,4 @@
-import { Duration, RemovalPolicy } from "aws-cdk-lib";
+import { Duration, RemovalPolicy, Token, Validations } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
 import type * as ec2 from "aws-cdk-lib/aws-ec2";
@@ -9,8 +9,9 @@ import * as nodejs from "aws-cdk-lib/aws-lambda-nodejs";
 import * as logs from "aws-cdk-lib/aws-logs";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
-import type * as sqs from "aws-cdk-lib/aws-sqs";
+import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
+import { consumerAlarmTable, createAlarmsFrom } from "./alarms.ts";
 import {
   acknowledgeVpcNetworkInterfaces,
   grantSecretRead,
@@ -18,15 +19,41 @@ import {
 } from "./lambdas.ts";
 
 /**
+ * AWS: "set the source queue's visibility timeout to at least six times the timeout that you configure on your
+ * function", so that Lambda's retries of a throttled batch fit before the message becomes visible again
+ * (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html).
+ */
+export const VISIBILITY_TIMEOUT_FACTOR = 6;
+export const DEFAULT_CONSUMER_TIMEOUT = Duration.seconds(30);
+
+/** The visibility timeout a queue needs for a consumer with this function timeout (default 30 s: 180 s). */
+export function consumerVisibilityTimeout(functionTimeout: Duration = DEFAULT_CONSUMER_TIMEOUT): Duration {
+  return Duration.seconds(functionTimeout.toSeconds() * VISIBILITY_TIMEOUT_FACTOR);
+}
+
+/**
  * The consuming service's side, optional: a Lambda built from the user's handler file (which exports a
- * `createInboxHandler(...)` from "aws-outbox-relay/consumer"), fed by the outbox's FIFO queue through an event
- * source mapping that reports partial batch failures, and alarms for what a consumer can silently stop doing.
+ * `createInboxHandler(...)` from "aws-outbox-relay/consumer"), fed by a queue through an event source mapping
+ * that reports partial batch failures, and alarms for what a consumer can silently stop doing. The queue is the
+ * outbox's FIFO queue, or a standard queue an EventBridge rule delivers the relay's events to (then each record
+ * is its own group: the bus has no order to keep, `staleEvents: "skip"` drops the late ones). Without a queue,
+ * the construct creates a standard one with a dead-letter queue, for a rule to target.
  */
 export interface OutboxConsumerProps {
-  /** The queue to read: the outbox's FIFO queue. */
-  readonly queue: sqs.IQueue;
+  /**
+   * The queue to read: the outbox's FIFO queue or a rule's standard queue. Default: a standard queue created
+   * here (`this.queue`), visibility timeout 6x the function timeout, with a dead-letter queue.
+   */
+  readonly queue?: sqs.IQueue;
+  /**
+   * The visibility timeout of an imported queue, when the construct cannot read it (a queue of this app is
+   * read from its template). With it, a timeout shorter than 6x the function timeout is refused at synth.
+   */
+  readonly queueVisibilityTimeout?: Duration;
   /** Its dead-letter queue, to alarm on; omit when another alarm already watches it (OutboxRelay's does). */
   readonly deadLetterQueue?: sqs.IQueue;
+  /** Receives before a message of the created queue moves to its dead-letter queue. Default 5. */
+  readonly maxReceiveCount?: number;
   /** The handler file (TypeScript or JavaScript), bundled with esbuild. */
   readonly entry: string;
   /** The exported handler's name. Default `handler`. */
@@ -36,7 +63,15 @@ export interface OutboxConsumerProps {
   readonly depsLockFilePath?: string;
   readonly environment?: Record<string, string>;
   /**
-   * Records per invocation, 1-10 (the FIFO event source's maximum). Default 10. A poison message's group-mates
+   * Namespace and service of the EMF metrics: set as POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_SERVICE_NAME
+   * (a `new Metrics()` passed as createInboxHandler's `metrics` picks them up), and watched by the
+   * failed-records alarm. Default "OutboxConsumer" and the construct's id.
+   */
+  readonly metricsNamespace?: string;
+  readonly serviceName?: string;
+  /**
+   * Records per invocation, 1-10 (the FIFO event source's maximum; kept for standard queues too: one batch
+   * runs at most 10 groups side by side). Default 10. A poison message's group-mates
    * received in the same batches reach the dead-letter queue with it (README, "Consuming events"); 1 avoids it
    * at the cost of an invocation per message.
    */
@@ -47,7 +82,7 @@ export interface OutboxConsumerProps {
    * runs two invocations on one message group.
    */
   readonly maxConcurrency?: number;
-  /** Default 30 s. Keep it at or below the queue's visibility timeout (OutboxRelay's default is 30 s). */
+  /** Default 30 s. The queue's visibility timeout must be at least 6x this (checked when known). */
   readonly timeout?: Duration;
   /** Default 256 MB. */
   readonly memorySize?: number;
@@ -71,15 +106,49 @@ export class OutboxConsumer extends Construct {
   readonly function: nodejs.NodejsFunction;
   readonly eventSource: eventSources.SqsEventSource;
   readonly alarms: Record<string, cloudwatch.Alarm>;
+  /** The queue read: the one passed in, or the one created. */
+  readonly queue: sqs.IQueue;
+  /** The created queue's dead-letter queue (undefined with a queue passed in). */
+  readonly deadLetterQueue?: sqs.IQueue;
 
   constructor(scope: Construct, id: string, props: OutboxConsumerProps) {
     super(scope, id);
     const batchSize = props.batchSize ?? 10;
     const maxConcurrency = props.maxConcurrency ?? 5;
+    const timeout = props.timeout ?? DEFAULT_CONSUMER_TIMEOUT;
     checkRange("batchSize", batchSize, 1, 10, "an SQS FIFO event source takes at most 10 records a batch");
     checkRange("maxConcurrency", maxConcurrency, 2, 1000, "the event source's scaling limit");
-    if (!props.queue.fifo)
-      throw new Error("OutboxConsumer: queue must be a FIFO queue (its name ends in .fifo)");
+    checkRange("maxReceiveCount", props.maxReceiveCount ?? 5, 1, 1000, "SQS's redrive policy limit");
+    const metricsNamespace = props.metricsNamespace ?? "OutboxConsumer";
+    const serviceName = props.serviceName ?? id;
+
+    if (props.queue === undefined) {
+      const deadLetterQueue = new sqs.Queue(this, "DeadLetterQueue", {
+        encryption: sqs.QueueEncryption.SQS_MANAGED,
+        enforceSSL: true,
+        retentionPeriod: Duration.days(14),
+      });
+      this.deadLetterQueue = deadLetterQueue;
+      this.queue = new sqs.Queue(this, "Queue", {
+        encryption: sqs.QueueEncryption.SQS_MANAGED,
+        enforceSSL: true,
+        retentionPeriod: Duration.days(14),
+        visibilityTimeout: consumerVisibilityTimeout(timeout),
+        deadLetterQueue: { queue: deadLetterQueue, maxReceiveCount: props.maxReceiveCount ?? 5 },
+      });
+    } else {
+      this.queue = props.queue;
+      if (props.deadLetterQueue !== undefined) this.deadLetterQueue = props.deadLetterQueue;
+      const known = props.queueVisibilityTimeout?.toSeconds() ?? visibilityTimeoutOf(props.queue);
+      const needed = consumerVisibilityTimeout(timeout).toSeconds();
+      if (known !== undefined && known < needed) {
+        throw new Error(
+          `OutboxConsumer: the queue's visibility timeout is ${known} s, shorter than ${VISIBILITY_TIMEOUT_FACTOR} x ` +
+            `the function timeout of ${timeout.toSeconds()} s = ${needed} s (AWS's advice for Lambda event sources): ` +
+            "raise the queue's visibilityTimeout or lower timeout",
+        );
+      }
+    }
 
     const logGroup = new logs.LogGroup(this, "Logs", {
       retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
@@ -102,8 +171,25 @@ export class OutboxConsumer extends Construct {
     if (props.vpc !== undefined) {
       role.addToPrincipalPolicy(vpcNetworkInterfacesStatement());
       acknowledgeVpcNetworkInterfaces(role);
+    } else {
+      // One acknowledgement per id: with a VPC the one above covers the role's "*" statements.
+      Validations.of(role).acknowledge({
+        id: "AwsSolutions-IAM5[Resource::*]",
+        reason:
+          "Active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level " +
+          "permissions (the statement CDK adds with Tracing.ACTIVE, as in AWSXRayDaemonWriteAccess).",
+      });
     }
     if (props.databaseSecret !== undefined) grantSecretRead(this, role, props.databaseSecret);
+
+    // The user's NODE_OPTIONS are kept, source maps added: stack traces in the log point at the handler's code.
+    const userNodeOptions = props.environment?.NODE_OPTIONS;
+    const nodeOptions =
+      userNodeOptions === undefined || userNodeOptions.trim() === ""
+        ? "--enable-source-maps"
+        : userNodeOptions.includes("--enable-source-maps")
+          ? userNodeOptions
+          : `${userNodeOptions} --enable-source-maps`;
 
     this.function = new nodejs.NodejsFunction(this, "Function", {
       entry: props.entry,
@@ -115,9 +201,17 @@ export class OutboxConsumer extends Construct {
       architecture: lambda.Architecture.ARM_64,
       role,
       logGroup,
-      timeout: props.timeout ?? Duration.seconds(30),
+      timeout,
       memorySize: props.memorySize ?? 256,
-      environment: { ...props.environment, NODE_OPTIONS: "--enable-source-maps" },
+      // Active tracing: the relay's messages carry AWSTraceHeader, so a consumer's segment joins the producer's
+      // trace (InboxEvent.trace). The role gets xray:PutTraceSegments/PutTelemetryRecords with it.
+      tracing: lambda.Tracing.ACTIVE,
+      environment: {
+        POWERTOOLS_METRICS_NAMESPACE: metricsNamespace,
+        POWERTOOLS_SERVICE_NAME: serviceName,
+        ...props.environment,
+        NODE_OPTIONS: nodeOptions,
+      },
       ...(props.vpc === undefined ? {} : { vpc: props.vpc }),
       ...(props.vpcSubnets === undefined ? {} : { vpcSubnets: props.vpcSubnets }),
       ...(props.securityGroups === undefined ? {} : { securityGroups: props.securityGroups }),
@@ -139,14 +233,30 @@ export class OutboxConsumer extends Construct {
     // ReportBatchItemFailures: without it one failed record makes Lambda redeliver the whole batch, and the
     // handler's per-group skipping would be for nothing. The grant (ReceiveMessage, DeleteMessage,
     // ChangeMessageVisibility, GetQueueAttributes on this queue, KMS decrypt if encrypted) comes with it.
-    this.eventSource = new eventSources.SqsEventSource(props.queue, {
+    this.eventSource = new eventSources.SqsEventSource(this.queue, {
       batchSize,
       maxConcurrency,
       reportBatchItemFailures: true,
     });
     this.function.addEventSource(this.eventSource);
 
-    this.alarms = this.#alarms(props);
+    // Every alarm is a row of infra/alarms.ts; the failed-records one reads the inbox's EMF count.
+    this.alarms = createAlarmsFrom(
+      this,
+      consumerAlarmTable({
+        function: this.function,
+        queue: this.queue,
+        deadLetterQueue: this.deadLetterQueue,
+        failedRecords: new cloudwatch.Metric({
+          namespace: metricsNamespace,
+          metricName: "InboxRecordsFailed",
+          dimensionsMap: { service: serviceName },
+          statistic: "Sum",
+          period: Duration.minutes(5),
+        }),
+        oldestMessageAgeSeconds: props.oldestMessageAgeSeconds ?? 900,
+      }),
+    );
     if (props.alarmTopic !== undefined) {
       const action = new cloudwatchActions.SnsAction(props.alarmTopic);
       for (const alarm of Object.values(this.alarms)) {
@@ -155,54 +265,15 @@ export class OutboxConsumer extends Construct {
       }
     }
   }
+}
 
-  #alarms(props: OutboxConsumerProps): Record<string, cloudwatch.Alarm> {
-    const alarms: Record<string, cloudwatch.Alarm> = {};
-    // A failed record is reported, not thrown: an invocation error means the whole batch failed (the handler
-    // throws InboxUnavailableError when the consumer's database is unreachable; or a bad configuration, the
-    // timeout), so every message of it comes back and each such receive counts towards maxReceiveCount.
-    alarms.errors = new cloudwatch.Alarm(this, "ErrorsAlarm", {
-      alarmDescription:
-        "Outbox consumer invocations failed as a whole in 2 of 3 minutes: nothing is applied.",
-      metric: this.function.metricErrors({ period: Duration.minutes(1), statistic: "Sum" }),
-      threshold: 1,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      evaluationPeriods: 3,
-      datapointsToAlarm: 2,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    });
-    // 900 s: a poison message is retried maxReceiveCount (default 5) x the visibility timeout (30 s) before it
-    // moves aside, 2.5 minutes; a quarter of an hour leaves room for that and for a burst, and still catches a
-    // consumer that stopped (disabled mapping, throttled to zero) within the quarter hour.
-    alarms.oldestMessageAge = new cloudwatch.Alarm(this, "OldestMessageAgeAlarm", {
-      alarmDescription:
-        "The oldest message in the outbox queue is older than the threshold: the consumer is behind or stopped.",
-      metric: props.queue.metricApproximateAgeOfOldestMessage({
-        period: Duration.minutes(1),
-        statistic: "Maximum",
-      }),
-      threshold: props.oldestMessageAgeSeconds ?? 900,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-      evaluationPeriods: 3,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    });
-    if (props.deadLetterQueue !== undefined) {
-      alarms.deadLetters = new cloudwatch.Alarm(this, "DeadLettersAlarm", {
-        alarmDescription:
-          "The consumer failed a message maxReceiveCount times and SQS moved it (and its group-mates received with " +
-          "it) to the dead-letter queue. Fix the cause, then redrive in order.",
-        metric: props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
-          period: Duration.minutes(5),
-          statistic: "Maximum",
-        }),
-        threshold: 0,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        evaluationPeriods: 1,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      });
-    }
-    return alarms;
-  }
+/** The visibility timeout of a queue defined in this app (SQS's default 30 s when unset), else undefined. */
+function visibilityTimeoutOf(queue: sqs.IQueue): number | undefined {
+  const resource = queue.node.defaultChild;
+  if (!(resource instanceof sqs.CfnQueue)) return undefined;
+  const value = resource.visibilityTimeout;
+  if (value === undefined) return 30;
+  return Token.isUnresolved(value) ? undefined : value;
 }
 
 function checkRange(name: string, value: number, min: number, max: number, why: string) {

@@ -16,7 +16,7 @@ import { checkIntegerOption } from "../functions/shared/env.ts";
 import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay.ts";
 import { createAlarms, type OutboxAlarmThresholds } from "./alarms.ts";
 import { alarmTopic } from "./alarmTopic.ts";
-import { OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
+import { consumerVisibilityTimeout, OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 import { createDashboard } from "./dashboard.ts";
 import { type ResolvedDatabase, resolveDatabase } from "./database.ts";
 import {
@@ -245,7 +245,10 @@ export interface OutboxRelayProps {
   /** Removal policy of the queues and log groups. Default RETAIN: they may hold undelivered events and evidence. */
   readonly removalPolicy?: RemovalPolicy;
   /** Also create a consumer Lambda reading the queue (infra/consumer.ts); its alarms go to the alarm topic. */
-  readonly consumer?: Omit<OutboxConsumerProps, "queue" | "deadLetterQueue">;
+  readonly consumer?: Omit<
+    OutboxConsumerProps,
+    "queue" | "deadLetterQueue" | "queueVisibilityTimeout" | "maxReceiveCount"
+  >;
 }
 
 /**
@@ -314,7 +317,10 @@ export class OutboxRelay extends Construct {
       eventSource: props.eventSource,
       queueEncryptionKey: props.queueEncryptionKey,
       consumerMaxReceiveCount: props.consumerMaxReceiveCount,
-      consumerVisibilityTimeout: props.consumerVisibilityTimeout,
+      // With a consumer of ours on it, the queue gets the 6x the consumer's timeout its construct checks for.
+      consumerVisibilityTimeout:
+        props.consumerVisibilityTimeout ??
+        (props.consumer === undefined ? undefined : consumerVisibilityTimeout(props.consumer.timeout)),
       queueName: props.queueName,
       removalPolicy,
     });

@@ -105,7 +105,8 @@ export function toSqsEvent(queueUrl: string, messages: readonly Message[]): SqsE
   return {
     Records: messages.map((message): SqsRecord => {
       const system = message.Attributes ?? {};
-      const attributes: SqsRecord["attributes"] = {
+      // Every system attribute received is passed on, as Lambda does (not only the ones SqsRecord names).
+      const attributes: SqsRecord["attributes"] & Record<string, string | undefined> = {
         ApproximateReceiveCount: system.ApproximateReceiveCount ?? "1",
         SentTimestamp: system.SentTimestamp ?? "",
       };

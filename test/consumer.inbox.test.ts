@@ -18,8 +18,8 @@ async function insertInboxRows(pool: pg.Pool, schema: string, count: number, age
 
 async function countByAge(pool: pg.Pool, schema: string) {
   const { rows } = await pool.query<{ old: number; young: number }>(
-    `select count(*) filter (where processed_at < now() - interval '30 days')::int as old,
-            count(*) filter (where processed_at >= now() - interval '30 days')::int as young
+    `select count(*) filter (where processed_at < now() - interval '42 days')::int as old,
+            count(*) filter (where processed_at >= now() - interval '42 days')::int as young
      from "${schema}".inbox`,
   );
   return rows[0];
@@ -32,13 +32,14 @@ describe("the inbox table", () => {
     try {
       const first = await migrateInbox(pool, { schema: "orders_consumer" });
       const again = await migrateInbox(pool, { schema: "orders_consumer" });
-      expect(first.applied).toEqual(["0001_inbox.sql"]);
-      expect(again).toEqual({ applied: [], alreadyApplied: ["0001_inbox.sql"] });
+      const files = ["0001_inbox.sql", "0002_consumer_key.sql", "0003_consumer_positions.sql"];
+      expect(first.applied).toEqual(files);
+      expect(again).toEqual({ applied: [], alreadyApplied: files });
       const { rows } = await pool.query<{ table_name: string }>(
         "select table_name from information_schema.tables where table_schema = 'orders_consumer' order by 1",
       );
       // No outbox table: the inbox lives in the consumer's database and brings nothing of the outbox with it.
-      expect(rows.map((row) => row.table_name)).toEqual(["inbox", "inbox_migrations"]);
+      expect(rows.map((row) => row.table_name)).toEqual(["inbox", "inbox_migrations", "inbox_positions"]);
     } finally {
       await pool.end();
       await empty.drop();
@@ -55,8 +56,8 @@ describe("the inbox table", () => {
 describe("purgeInbox", () => {
   it("deletes only rows older than the retention, at most batchSize x maxBatches per call", async () => {
     await migrateInbox(db.pool, { schema: "purge_test" });
-    await insertInboxRows(db.pool, "purge_test", 25, 40 * 24);
-    await insertInboxRows(db.pool, "purge_test", 7, 29 * 24);
+    await insertInboxRows(db.pool, "purge_test", 25, 50 * 24);
+    await insertInboxRows(db.pool, "purge_test", 7, 41 * 24);
 
     const first = await purgeInbox(db.pool, { schema: "purge_test", batchSize: 10, maxBatches: 2 });
     expect(first).toEqual({ deletedRows: 20, batches: 2, drained: false });
@@ -67,9 +68,9 @@ describe("purgeInbox", () => {
     expect(await countByAge(db.pool, "purge_test")).toEqual({ old: 0, young: 7 });
   });
 
-  it("refuses a retention shorter than SQS can keep a message (14 days), naming the option and the limit", async () => {
-    await expect(purgeInbox(db.pool, { retentionHours: 24 })).rejects.toThrow(
-      /retentionHours must be an integer from 336 to 87600, got 24/,
+  it("refuses a retention shorter than a redriven FIFO message can still arrive (42 days), naming the option and the limit", async () => {
+    await expect(purgeInbox(db.pool, { retentionHours: 720 })).rejects.toThrow(
+      /retentionHours must be an integer from 1008 to 87600, got 720/,
     );
     await expect(purgeInbox(db.pool, { batchSize: 0 })).rejects.toThrow(
       /batchSize must be an integer from 1/,

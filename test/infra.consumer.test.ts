@@ -18,6 +18,7 @@ function stackWithQueue() {
   const queue = new sqs.Queue(stack, "Queue", {
     fifo: true,
     enforceSSL: true,
+    visibilityTimeout: Duration.seconds(180),
     deadLetterQueue: { queue: dlq, maxReceiveCount: 5 },
   });
   return { stack, queue, dlq };
@@ -79,6 +80,8 @@ describe("OutboxConsumer", () => {
         "sqs:GetQueueUrl",
         "sqs:DeleteMessage",
         "sqs:GetQueueAttributes",
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
       ]),
     );
   });
@@ -88,7 +91,12 @@ describe("OutboxConsumer", () => {
       alarmTopic: new sns.Topic(stack, "Alarms", { enforceSSL: true }),
       oldestMessageAgeSeconds: 600,
     }));
-    expect(Object.keys(construct.alarms).sort()).toEqual(["deadLetters", "errors", "oldestMessageAge"]);
+    expect(Object.keys(construct.alarms).sort()).toEqual([
+      "deadLetters",
+      "errors",
+      "failedRecords",
+      "oldestMessageAge",
+    ]);
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: "ApproximateAgeOfOldestMessage",
       Threshold: 600,
@@ -97,6 +105,94 @@ describe("OutboxConsumer", () => {
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: "ApproximateNumberOfMessagesVisible",
       Threshold: 0,
+    });
+  });
+
+  it("alarms on the inbox's failed records, in the namespace and service its Metrics instance gets from the environment", () => {
+    const { template } = consumer({ metricsNamespace: "Billing", serviceName: "billing-consumer" });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      Namespace: "Billing",
+      MetricName: "InboxRecordsFailed",
+      Dimensions: [{ Name: "service", Value: "billing-consumer" }],
+      Statistic: "Sum",
+      Period: 300,
+      Threshold: 1,
+      EvaluationPeriods: 3,
+      DatapointsToAlarm: 2,
+      TreatMissingData: "notBreaching",
+    });
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Environment: {
+        Variables: Match.objectLike({
+          POWERTOOLS_METRICS_NAMESPACE: "Billing",
+          POWERTOOLS_SERVICE_NAME: "billing-consumer",
+        }),
+      },
+    });
+  });
+
+  it("accepts a standard queue (an EventBridge rule's target)", () => {
+    const { template } = consumer((stack) => ({
+      queue: new sqs.Queue(stack, "RuleQueue", { enforceSSL: true, visibilityTimeout: Duration.minutes(3) }),
+    }));
+    template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
+      FunctionResponseTypes: ["ReportBatchItemFailures"],
+    });
+  });
+
+  it("creates a standard queue with a dead-letter queue and 6x the function timeout when given none", () => {
+    const stack = new Stack(newApp(), "Consumer");
+    const construct = new OutboxConsumer(stack, "Billing", {
+      entry: ENTRY,
+      projectRoot: PROJECT_ROOT,
+      depsLockFilePath: join(PROJECT_ROOT, "package-lock.json"),
+      timeout: Duration.seconds(40),
+    });
+    const template = Template.fromStack(stack);
+    expect(construct.queue.fifo).toBe(false);
+    expect(construct.deadLetterQueue).toBeDefined();
+    expect(Object.keys(construct.alarms)).toContain("deadLetters");
+    template.hasResourceProperties("AWS::SQS::Queue", {
+      VisibilityTimeout: 240,
+      RedrivePolicy: Match.objectLike({ maxReceiveCount: 5 }),
+    });
+    const findings = new AwsSolutionsChecks(undefined, { verbose: true })
+      .validateScope(construct)
+      .violations.flatMap((v) => v.violatingResources.map((r) => `${v.ruleName} at ${r.constructPath}`));
+    expect(findings).toEqual([]);
+  });
+
+  it("refuses at synth a queue whose visibility timeout is shorter than 6x the function timeout, naming both", () => {
+    expect(() =>
+      consumer((stack) => ({
+        queue: new sqs.Queue(stack, "Short", { visibilityTimeout: Duration.seconds(30) }),
+      })),
+    ).toThrow(/visibility timeout is 30 s, shorter than 6 x the function timeout of 30 s = 180 s/);
+    expect(() =>
+      consumer((stack) => ({
+        queue: sqs.Queue.fromQueueArn(stack, "Imported", "arn:aws:sqs:eu-west-1:123456789012:orders.fifo"),
+        queueVisibilityTimeout: Duration.seconds(60),
+        timeout: Duration.seconds(20),
+      })),
+    ).toThrow(/visibility timeout is 60 s, shorter than 6 x the function timeout of 20 s = 120 s/);
+    // Unknown (imported, not stated): nothing to check at synth.
+    expect(() =>
+      consumer((stack) => ({
+        queue: sqs.Queue.fromQueueArn(stack, "Imported", "arn:aws:sqs:eu-west-1:123456789012:orders.fifo"),
+      })),
+    ).not.toThrow();
+  });
+
+  it("keeps the user's NODE_OPTIONS, adds source maps, and traces with X-Ray", () => {
+    const { template } = consumer({ environment: { NODE_OPTIONS: "--max-old-space-size=200", TABLE: "t" } });
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Environment: {
+        Variables: Match.objectLike({
+          NODE_OPTIONS: "--max-old-space-size=200 --enable-source-maps",
+          TABLE: "t",
+        }),
+      },
+      TracingConfig: { Mode: "Active" },
     });
   });
 
@@ -147,6 +243,8 @@ describe("OutboxRelay's consumer prop", () => {
       BatchSize: 1,
       EventSourceArn: { "Fn::GetAtt": [queueId, "Arn"] },
     });
+    // The relay's queue gets the 6x of the consumer's default 30 s timeout.
+    template.hasResourceProperties("AWS::SQS::Queue", { FifoQueue: true, VisibilityTimeout: 180 });
     expect(relay.consumer?.alarms.deadLetters).toBeUndefined();
     expect(relay.alarms.consumerDeadLetters).toBeDefined();
   });

@@ -2,6 +2,7 @@ import { SendMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
 import {
   createInboxHandler,
+  type InboxEvent,
   type InboxLambdaHandler,
   migrateInbox,
   type SqsBatchResponse,
@@ -22,7 +23,9 @@ import { markdownTable } from "../lib/table.ts";
  * - plain: per record, JSON.parse of the body and one autocommitted INSERT of the effect, one record after
  *   another. What a consumer without deduplication costs; it applies a redelivered event twice.
  * - inbox: createInboxHandler with the same INSERT as the user's handler: per record a transaction (begin,
- *   timeouts, inbox insert, the effect, commit), groups side by side (groupConcurrency 1 and the default 4).
+ *   timeouts, inbox insert, the effect, commit and its ROLLBACK check), the handler's statements through the
+ *   transaction-control guard, groups side by side (groupConcurrency 1 and the default 4); and with
+ *   `staleEvents: "skip"`, one more upsert per record (the aggregate's high-water mark).
  */
 export interface ConsumerShape {
   messages: number;
@@ -31,11 +34,16 @@ export interface ConsumerShape {
   pollers: number;
 }
 
-export type ConsumerVariant = "plain" | "inbox, groupConcurrency 1" | "inbox, groupConcurrency 4";
+export type ConsumerVariant =
+  | "plain"
+  | "inbox, groupConcurrency 1"
+  | "inbox, groupConcurrency 4"
+  | "inbox, groupConcurrency 4, staleEvents skip";
 export const CONSUMER_VARIANTS: ConsumerVariant[] = [
   "plain",
   "inbox, groupConcurrency 1",
   "inbox, groupConcurrency 4",
+  "inbox, groupConcurrency 4, staleEvents skip",
 ];
 
 export interface ConsumerThroughput {
@@ -59,7 +67,7 @@ export async function measureConsumer(
   shape: ConsumerShape,
   variant: ConsumerVariant,
 ): Promise<number> {
-  await pool.query(`truncate ${SCHEMA}.effects, ${SCHEMA}.inbox`);
+  await pool.query(`truncate ${SCHEMA}.effects, ${SCHEMA}.inbox, ${SCHEMA}.inbox_positions`);
   const sqs = relaySqsClient(endpointUrl, 10_000);
   try {
     const queueUrl = await createBenchQueue(sqs, "consumer");
@@ -164,13 +172,17 @@ function plainHandler(pool: pg.Pool): InboxLambdaHandler {
 
 function inboxHandler(pool: pg.Pool, variant: ConsumerVariant): InboxLambdaHandler {
   return createInboxHandler(
-    async (event, { client }) => {
-      const payload = event.payload as { orderId: string; amount: number };
+    async (event: InboxEvent<{ orderId: string; amount: number }>, { client }) => {
       await client.query(
         `insert into ${SCHEMA}.effects (outbox_id, aggregate_id, amount) values ($1, $2, $3)`,
-        [event.id, payload.orderId, payload.amount],
+        [event.id, event.payload.orderId, event.payload.amount],
       );
     },
-    { pool, schema: SCHEMA, groupConcurrency: variant === "inbox, groupConcurrency 1" ? 1 : 4 },
+    {
+      pool,
+      schema: SCHEMA,
+      groupConcurrency: variant === "inbox, groupConcurrency 1" ? 1 : 4,
+      staleEvents: variant === "inbox, groupConcurrency 4, staleEvents skip" ? "skip" : "apply",
+    },
   );
 }

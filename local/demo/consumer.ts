@@ -6,9 +6,11 @@
  * (a relay that died after publishing, this consumer dying before deleting) finds its id and changes nothing.
  *
  * It also checks per-order ordering: each event carries the order's sequence number, and the read model
- * knows the last one applied; anything but last + 1 is an order violation. Through an EventBridge bus order is
- * not guaranteed, so there the summary reports `lateArrivals` instead (events that came after a later event of
- * their order), as information: the read model keeps the latest state either way (greatest sequence wins).
+ * knows the last one applied; anything but last + 1 is an order violation. The handler runs with
+ * `staleEvents: "skip"`: an event older (by outbox seq) than one of its order already applied is acknowledged
+ * without reaching the read model (outcome "stale", counted as a late arrival and a violation), so the read
+ * model only ever moves forward and needs no `greatest()` of its own. Through an EventBridge bus order is not
+ * guaranteed, so there the summary reports `lateArrivals` as information.
  */
 import { ChangeMessageVisibilityBatchCommand, type Message, type SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
@@ -39,7 +41,7 @@ export async function createInboxSchema(db: pg.Pool): Promise<void> {
 
 export interface ConsumerStats {
   received: number;
-  /** Distinct events processed (inbox rows written). */
+  /** Distinct events consumed (inbox rows written): applied, or skipped as stale. */
   processed: number;
   /** Deliveries whose outbox id the inbox already had: skipped. */
   duplicates: number;
@@ -47,7 +49,7 @@ export interface ConsumerStats {
   duplicateIds: string[];
   /** Events that did not arrive as their order's next sequence number. */
   orderViolations: number;
-  /** Events that arrived after a later event of their order had been applied (a subset of the violations). */
+  /** Events that arrived after a later event of their order had been applied: skipped as stale (a subset of the violations). */
   lateArrivals: number;
   /** Records reported back as failed (and those skipped behind them in their group): SQS redelivers them. */
   failed: number;
@@ -83,6 +85,7 @@ export class InboxConsumer {
     this.#handler = createInboxHandler((event, context) => this.#apply(event, context), {
       pool,
       schema: DEMO_CONSUMER_SCHEMA,
+      staleEvents: "skip",
       onOutcome: (outcome) => this.#count(outcome),
     });
   }
@@ -127,21 +130,17 @@ export class InboxConsumer {
     }
   }
 
-  /** The read model of the order, written in the inbox's transaction. */
+  /** The read model of the order, written in the inbox's transaction; stale events never get here. */
   async #apply(event: InboxEvent, { client }: InboxHandlerContext) {
     const order = orderEvent(event.payload);
     const { rows } = await client.query<{ last_sequence: number }>(
       `select last_sequence from ${DEMO_CONSUMER_SCHEMA}.order_view where order_id = $1 for update`,
       [order.orderId],
     );
-    const expected = (rows[0]?.last_sequence ?? 0) + 1;
-    if (order.sequence !== expected) this.stats.orderViolations++;
-    if (order.sequence < expected) this.stats.lateArrivals++;
+    if (order.sequence !== (rows[0]?.last_sequence ?? 0) + 1) this.stats.orderViolations++;
     await client.query(
-      `insert into ${DEMO_CONSUMER_SCHEMA}.order_view as v (order_id, last_sequence, status) values ($1, $2, $3)
-       on conflict (order_id) do update
-         set last_sequence = greatest(v.last_sequence, excluded.last_sequence),
-             status = case when excluded.last_sequence > v.last_sequence then excluded.status else v.status end`,
+      `insert into ${DEMO_CONSUMER_SCHEMA}.order_view (order_id, last_sequence, status) values ($1, $2, $3)
+       on conflict (order_id) do update set last_sequence = excluded.last_sequence, status = excluded.status`,
       [order.orderId, order.sequence, order.status],
     );
   }
@@ -150,6 +149,11 @@ export class InboxConsumer {
     if (outcome.status === "processed") {
       this.stats.processed++;
       this.stats.endToEndLagMs.push(Date.now() - outcome.event.createdAt.getTime());
+    } else if (outcome.status === "stale") {
+      // Consumed (acknowledged, in the inbox) but not applied: it came after a later event of its order.
+      this.stats.processed++;
+      this.stats.lateArrivals++;
+      this.stats.orderViolations++;
     } else if (outcome.status === "duplicate") {
       this.stats.duplicates++;
       this.stats.duplicateIds.push(outcome.event.id);

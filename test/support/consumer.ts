@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import {
   ChangeMessageVisibilityBatchCommand,
   type Message,
@@ -5,8 +6,9 @@ import {
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import type pg from "pg";
-import type { InboxLogger, RecordOutcome } from "../../functions/shared/consumer/index.ts";
+import type { InboxLogger, RecordOutcome, SqsRecord } from "../../functions/shared/consumer/index.ts";
 import { migrateInbox } from "../../functions/shared/consumer/index.ts";
+import { messageAttributes } from "../../functions/shared/sqsMessage.ts";
 
 /** The consumer's side of a test database: the inbox and one table of effects, in a schema of their own. */
 export const CONSUMER_SCHEMA = "consumer";
@@ -86,4 +88,58 @@ export function recorder(): Recorder {
     onOutcome: (outcome) => void outcomes.push(outcome),
     statuses: () => Object.fromEntries(outcomes.map((outcome) => [outcome.messageId, outcome.status])),
   };
+}
+
+let nextMessage = 0;
+
+/**
+ * A record as Lambda hands over one of the relay's messages (attributes from the relay's own builder), for
+ * tests that need exact control over ids, seq and groups without a queue in between.
+ */
+export function relayRecord(fields: {
+  id?: string;
+  aggregateId: string;
+  aggregateType?: string;
+  eventType?: string;
+  seq: bigint | number;
+  payload?: unknown;
+  groupId?: string;
+}): SqsRecord {
+  const body = JSON.stringify(fields.payload ?? { n: Number(fields.seq) });
+  const messageId = `m-${++nextMessage}`;
+  const attributes = messageAttributes({
+    id: fields.id ?? randomUUID(),
+    aggregateType: fields.aggregateType ?? "order",
+    aggregateId: fields.aggregateId,
+    eventType: fields.eventType ?? "order.placed",
+    createdAt: new Date(),
+    seq: String(fields.seq),
+    headers: {},
+    body,
+  });
+  return {
+    messageId,
+    receiptHandle: messageId,
+    body,
+    attributes: {
+      ApproximateReceiveCount: "1",
+      SentTimestamp: String(Date.now()),
+      SequenceNumber: String(1_000_000 + nextMessage),
+      MessageGroupId: fields.groupId ?? fields.aggregateId,
+    },
+    messageAttributes: Object.fromEntries(
+      Object.entries(attributes).map(([name, value]) => [
+        name,
+        { dataType: value.DataType, stringValue: value.StringValue },
+      ]),
+    ),
+    eventSource: "aws:sqs",
+    eventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:orders.fifo",
+    awsRegion: "eu-west-1",
+  };
+}
+
+/** The Lambda context's deadline part, with a remaining time the test decides. */
+export function lambdaContextWithRemaining(remaining: () => number) {
+  return { awsRequestId: "test-request", getRemainingTimeInMillis: remaining };
 }

@@ -45,9 +45,15 @@ export async function migrateInbox(
 
 export interface PurgeInboxOptions extends InboxLocation {
   /**
-   * Rows are kept this long after processing. Default 720 (30 days); at least 336 (14 days): SQS keeps a
-   * message (and a FIFO dead-letter queue keeps a redriven one, counted from its first enqueue) for at most 14
-   * days, so a shorter retention could forget an event that can still be delivered again.
+   * Rows are kept this long after processing. Default and minimum 1,008 (42 days): the latest a copy of an
+   * applied event can still arrive. A copy can wait 14 days in a queue (SQS's longest retention), then 14 days
+   * in a FIFO dead-letter queue, which restarts the clock ("For FIFO queues, the enqueue timestamp resets when
+   * the message is moved to a dead-letter queue":
+   * https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html),
+   * then a redrive makes it a new message with 14 more days ("The redrive task resets the retention period. All
+   * redriven messages are considered new messages with a new messageID and enqueueTime":
+   * https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-configure-dead-letter-queue-redrive.html).
+   * A second redrive restarts it again: `staleEvents: "skip"` (its mark is never purged) covers that.
    */
   retentionHours?: number;
   /** Rows per DELETE statement. Default 5,000 (1-50,000). */
@@ -65,8 +71,9 @@ export interface PurgeInboxResult {
   drained: boolean;
 }
 
-export const SQS_MAX_RETENTION_HOURS = 14 * 24;
-export const DEFAULT_INBOX_RETENTION_HOURS = 30 * 24;
+/** Queue, FIFO dead-letter queue, redriven queue: 3 x SQS's longest retention of 14 days (see retentionHours). */
+export const MIN_INBOX_RETENTION_HOURS = 3 * 14 * 24;
+export const DEFAULT_INBOX_RETENTION_HOURS = MIN_INBOX_RETENTION_HOURS;
 
 /**
  * Deletes inbox rows older than the retention, in bounded statements, each in a short transaction of its own
@@ -81,7 +88,7 @@ export async function purgeInbox(
   const batchSize = options.batchSize ?? 5_000;
   const maxBatches = options.maxBatches ?? 20;
   const statementTimeoutMs = options.statementTimeoutMs ?? 10_000;
-  checkIntegerOption("retentionHours", retentionHours, SQS_MAX_RETENTION_HOURS, 87_600);
+  checkIntegerOption("retentionHours", retentionHours, MIN_INBOX_RETENTION_HOURS, 87_600);
   checkIntegerOption("batchSize", batchSize, 1, 50_000);
   checkIntegerOption("maxBatches", maxBatches, 1, 10_000);
   checkIntegerOption("statementTimeoutMs", statementTimeoutMs, 100, 900_000);

@@ -4,14 +4,20 @@ export type { MigrateResult } from "../migrate.ts";
 export { type InboxEvent, parseInboxEvent } from "./inboxEvent.ts";
 export {
   createInboxHandler,
+  DEFAULT_CONSUMER,
   DEFAULT_GROUP_CONCURRENCY,
+  DEFAULT_INBOX_STATEMENT_TIMEOUT_MS,
+  DEFAULT_MAX_ATTEMPTS,
+  InboxDeadlineError,
   type InboxHandlerContext,
   type InboxHandlerOptions,
   type InboxLambdaHandler,
   type InboxLogger,
   type InboxRecordHandler,
+  type InboxRoute,
   type InboxRoutes,
   InboxUnavailableError,
+  inboxRoute,
   type RecordOutcome,
   UnroutedEventError,
 } from "./inboxHandler.ts";
@@ -24,4 +30,7 @@ export {
   type PurgeInboxResult,
   purgeInbox,
 } from "./inboxTable.ts";
+export { type InboxMetrics, OUTCOME_METRIC, type OutcomeStatus } from "./outcomeMetrics.ts";
+export type { PayloadParser, StandardSchemaV1 } from "./payloadParser.ts";
 export type { LambdaContextLike, SqsBatchResponse, SqsEvent, SqsRecord } from "./sqsEvent.ts";
+export { TransactionControlError } from "./transactionGuard.ts";

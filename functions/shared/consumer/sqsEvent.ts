@@ -1,7 +1,9 @@
 /**
  * The shape of the SQS event Lambda hands to a function, written out here (a structural subset of
  * `@types/aws-lambda`'s SQSEvent) so that the package's published types need no `@types/aws-lambda`.
- * A handler typed with `aws-lambda`'s types accepts these and the other way round.
+ * `aws-lambda`'s SQSEvent and SQSRecord are assignable to these, and a created handler is an `SQSHandler`
+ * (test/consumer.types.ts, compiled by `npm run typecheck`, keeps it so). No index signature on `attributes`:
+ * an interface without one (aws-lambda's SQSRecordAttributes) is not assignable to a type that has one.
  */
 export interface SqsMessageAttribute {
   stringValue?: string | undefined;
@@ -20,7 +22,9 @@ export interface SqsRecord {
     SequenceNumber?: string | undefined;
     MessageGroupId?: string | undefined;
     MessageDeduplicationId?: string | undefined;
-    [name: string]: string | undefined;
+    SenderId?: string | undefined;
+    ApproximateFirstReceiveTimestamp?: string | undefined;
+    DeadLetterQueueSourceArn?: string | undefined;
   };
   messageAttributes: Record<string, SqsMessageAttribute>;
   eventSource: string;

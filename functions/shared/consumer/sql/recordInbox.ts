@@ -4,7 +4,8 @@ import type { InboxEvent } from "../inboxEvent.ts";
 
 /**
  * Records that this consumer has taken the event, in the transaction that will carry the user's writes.
- * Returns false when the outbox id is already there: a redelivery, to be skipped.
+ * Returns false when this consumer already has the outbox id: a redelivery, to be skipped. The key is
+ * (consumer, outbox_id): consumers sharing one inbox table never take each other's events for duplicates.
  *
  * `on conflict do nothing` rather than a select-then-insert: one round trip, and it is also what makes two
  * deliveries of one id at the same time safe (a message that reappeared after its visibility timeout while the
@@ -12,12 +13,17 @@ import type { InboxEvent } from "../inboxEvent.ts";
  * the second finds a conflict and skips; if it rolls back, the second inserts and does the work. No error
  * reaches the user's handler either way, and no advisory lock is needed.
  */
-export async function recordInbox(db: Queryable, names: OutboxNames, event: InboxEvent): Promise<boolean> {
+export async function recordInbox(
+  db: Queryable,
+  names: OutboxNames,
+  consumer: string,
+  event: InboxEvent,
+): Promise<boolean> {
   const result = await db.query(
-    `insert into ${names.qualified} (outbox_id, event_type, aggregate_type, aggregate_id)
-     values ($1::uuid, $2::text, $3::text, $4::text)
-     on conflict (outbox_id) do nothing`,
-    [event.id, event.eventType, event.aggregateType, event.aggregateId],
+    `insert into ${names.qualified} (consumer, outbox_id, event_type, aggregate_type, aggregate_id)
+     values ($1::text, $2::uuid, $3::text, $4::text, $5::text)
+     on conflict (consumer, outbox_id) do nothing`,
+    [consumer, event.id, event.eventType, event.aggregateType, event.aggregateId],
   );
   return result.rowCount === 1;
 }
