@@ -171,6 +171,16 @@ describe("RelayMetrics", () => {
     });
   });
 
+  it("writes FailedRounds once per invocation, zero included", () => {
+    const recorder = new RelayMetrics(metrics);
+    recorder.finish({ failedRounds: 3 });
+    metrics.publishStoredMetrics();
+    expect(stdout.emf().at(-1)?.values).toMatchObject({ FailedRounds: [3] });
+    recorder.finish({ failedRounds: 0 });
+    metrics.publishStoredMetrics();
+    expect(stdout.emf().at(-1)?.values).toMatchObject({ FailedRounds: [0] });
+  });
+
   it('bounds the eventType dimension: the N types with most failures, the rest summed as "other"', () => {
     const recorder = new RelayMetrics(metrics, { maxEventTypes: 2 });
     // 500 distinct types failing once each, two failing more often.

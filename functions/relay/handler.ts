@@ -5,6 +5,7 @@ import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { createDatabasePool, queryTimeoutFor } from "#shared/connection.ts";
 import { createDestination } from "#shared/destinations/create.ts";
+import { outboxNames } from "#shared/identifiers.ts";
 import { createMetrics, RelayMetrics, relayMetricsOptionsFromEnv } from "#shared/metrics.ts";
 import { listenForOutboxInserts } from "#shared/notify.ts";
 import { type RelaySummary, runRelay } from "#shared/relay.ts";
@@ -15,6 +16,7 @@ import {
   invocationDeadline,
   noProgressError,
 } from "#shared/relayInvocation.ts";
+import { hasPendingEvents } from "#shared/sql/pendingEvents.ts";
 
 // Cold start: configuration errors fail here, naming the variable, before any event is handled.
 const config = relayConfigFromEnv(process.env);
@@ -72,11 +74,15 @@ export async function relay(
     { pool, destination, deadline, logger: failures, wakeUp, onRound },
     config.relay,
   ).finally(() => wakeUp?.close());
-  relayMetrics.finish();
+  relayMetrics.finish(summary);
   logger.info("relay finished", { summary });
-  // Nothing got through although there was work (database, queue or bus unreachable): fail the invocation so Lambda's
-  // Errors metric and its alarm see it.
-  const stuck = noProgressError(summary, failures.lastPublishError);
+  // Nothing got through although there was work (database, queue or bus unreachable, a statement stuck holding
+  // the claim's locks): fail the invocation so Lambda's Errors metric and its alarm see it.
+  const pending =
+    summary.published === 0 && summary.failedRounds > 0 && summary.rounds > 0
+      ? await hasPendingEvents(pool, outboxNames(config.relay)).catch(() => undefined)
+      : undefined;
+  const stuck = noProgressError(summary, failures.lastPublishError, pending);
   if (stuck !== undefined) throw stuck;
   return summary;
 }
