@@ -4,6 +4,7 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { createDatabasePool, queryTimeoutFor } from "#shared/connection.ts";
+import { withTransaction } from "#shared/db.ts";
 import { createDestination } from "#shared/destinations/create.ts";
 import { outboxNames } from "#shared/identifiers.ts";
 import { createMetrics, RelayMetrics, relayMetricsOptionsFromEnv } from "#shared/metrics.ts";
@@ -80,7 +81,12 @@ export async function relay(
   // the claim's locks): fail the invocation so Lambda's Errors metric and its alarm see it.
   const pending =
     summary.published === 0 && summary.failedRounds > 0 && summary.rounds > 0
-      ? await hasPendingEvents(pool, outboxNames(config.relay)).catch(() => undefined)
+      ? await withTransaction(pool, async (client) => {
+          await client.query("select set_config('statement_timeout', $1, true)", [
+            String(config.relay.statementTimeoutMs),
+          ]);
+          return hasPendingEvents(client, outboxNames(config.relay));
+        }).catch(() => undefined)
       : undefined;
   const stuck = noProgressError(summary, failures.lastPublishError, pending);
   if (stuck !== undefined) throw stuck;
