@@ -371,8 +371,8 @@ describe("outboxSnapshot", () => {
       expect(indexes.length).toBeGreaterThan(0);
       for (const index of indexes) {
         expect([
-          "snapshot_pending_live",
-          "snapshot_pending_aggregate",
+          "snapshot_pending_group_live",
+          "snapshot_pending_group",
           "snapshot_dead_lettered_at",
         ]).toContain(index);
       }
