@@ -8,6 +8,7 @@ import {
   checkHeaders,
   checkName,
   checkSqsText,
+  MAX_DELAY_MS,
   messageAttributes,
   messageSize,
   SQS_MAX_MESSAGE_BYTES,
@@ -154,6 +155,12 @@ function validateEvent(event: OutboxEvent<unknown>, at: string, maxMessageBytes:
   const availableAt = event.availableAt ?? null;
   if (availableAt !== null && !(availableAt instanceof Date && Number.isFinite(availableAt.getTime()))) {
     throw new ValidationError(`${at}.availableAt`, "must be a valid Date");
+  }
+  if (availableAt !== null && availableAt.getTime() - Date.now() > MAX_DELAY_MS) {
+    throw new ValidationError(
+      `${at}.availableAt`,
+      `is ${availableAt.toISOString()}, more than ${MAX_DELAY_MS / 86_400_000} days ahead (the relay dead-letters such rows)`,
+    );
   }
   const id = randomUUID();
   const attributes = messageAttributes({
