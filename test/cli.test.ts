@@ -85,6 +85,31 @@ beforeEach(async () => {
   await db.pool.query("truncate outbox_events");
 });
 
+describe("outbox CLI: client-side query timeouts", () => {
+  it("status, dead-letters and redrive give up on a database that does not answer, naming the bound", async () => {
+    // A migration's ACCESS EXCLUSIVE lock: every read of the table waits behind it.
+    const blocker = await db.pool.connect();
+    try {
+      await blocker.query("begin");
+      await blocker.query("lock table outbox_events in access exclusive mode");
+      const started = Date.now();
+      const runs = await Promise.all([
+        outbox(["status", "--query-timeout-ms", "1000"]),
+        outbox(["dead-letters", "--query-timeout-ms", "1000"]),
+        outbox(["redrive", "--all", "--query-timeout-ms", "1000"]),
+      ]);
+      for (const run of runs) {
+        expect(run.code).toBe(1);
+        expect(run.stderr).toMatch(/did not answer/);
+      }
+      expect(Date.now() - started).toBeLessThan(20_000);
+    } finally {
+      await blocker.query("rollback");
+      blocker.release();
+    }
+  });
+});
+
 describe("outbox CLI: every command", () => {
   it("prints --help and exits 0", async () => {
     const commands = ["migrate", "relay", "status", "dead-letters", "redrive", "purge"];

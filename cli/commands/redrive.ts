@@ -73,7 +73,9 @@ export function redriveCommand(): Command {
         );
       }
       checkRedriveSelector(selector);
-      const database = await openOutboxDatabase(outboxTargetFromEnv(connectionEnv(flags)));
+      const database = await openOutboxDatabase(outboxTargetFromEnv(connectionEnv(flags)), {
+        ...(flags.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: flags.queryTimeoutMs }),
+      });
       try {
         const rows = await withTransaction(database.pool, async (client) => {
           const changed = await redriveDeadLetters(client, database.names, selector);
