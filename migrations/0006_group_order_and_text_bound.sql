@@ -33,6 +33,16 @@ comment on column {{table}}.text_bytes_bound is
   'Upper bound on the JSON text bytes of payload plus headers, found by the insert trigger; null: inserted '
   'without the trigger, bounded by the relay before it prints the row.';
 
+-- Per message group, the highest seq the purge deleted as published: what redrive must compare a dead letter
+-- with once the published successors themselves are gone (the purge deletes them after a week, dead letters are
+-- kept). Written by the purge, in the statement that deletes (sql/purgePublished.ts), so it costs the relay
+-- nothing; read by redrive (sql/redriveDeadLetters.ts). One row per group that ever had a row purged; never
+-- purged itself (a group's mark must outlive its rows).
+create table {{related:group_high_water}} (
+  aggregate_id text primary key,
+  purged_published_seq bigint not null
+);
+
 -- An upper bound on jsonb's text form, computed without producing it. Every byte of jsonb prints as at most
 -- 6 bytes, except numbers: a string byte at most `\u0001`; keys, true/false/null and containers are at least
 -- their text in JEntries and headers. A number prints its integer digits, its display scale and `-`, `.`, `, `:

@@ -347,8 +347,27 @@ describe("outbox redrive", () => {
     const run = await outbox(["redrive", "--id", dead]);
 
     expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(/later event of this aggregate already published/);
-    expect(run.stdout).toMatch(/note: 1 of them are older than events of the same aggregate/);
+    expect(run.stdout).toMatch(/later event of this group already published/);
+    expect(run.stdout).toMatch(
+      /warning: 1 of them are older than events of the same message group.*group\(s\): order-x/,
+    );
+  });
+
+  it("--dry-run names the groups a redrive would overtake, after the purge deleted the successor", async () => {
+    const dead = await insertDeadLetter({ aggregateId: "order-y" });
+    // A Shipment of the same id: same group. Published a month ago and purged since.
+    await db.pool.query(
+      `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload, processed_at)
+       values ('shipment', 'order-y', 'shipment.sent', '{}', now() - interval '30 days')`,
+    );
+    const purge = await outbox(["purge"]);
+    expect(purge.code).toBe(0);
+
+    const run = await outbox(["redrive", "--id", dead, "--dry-run", "--json"]);
+
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ dryRun: true, overtakenGroups: ["order-y"] });
+    expect((await rowState(dead)).dead_lettered_at).toBeInstanceOf(Date);
   });
 
   it("gets a redriven dead letter published by `outbox relay --drain`", async () => {

@@ -26,6 +26,8 @@ outbox_events.processed_at timestamp with time zone
 outbox_events.dead_lettered_at timestamp with time zone
 outbox_events.transient_failures integer not null default 0
 outbox_events.text_bytes_bound integer
+outbox_group_high_water.aggregate_id text not null
+outbox_group_high_water.purged_published_seq bigint not null
 outbox_migrations.name text not null
 outbox_migrations.checksum text not null
 outbox_migrations.applied_at timestamp with time zone not null default now()
@@ -39,11 +41,13 @@ outbox_events outbox_events_headers_check CHECK ((jsonb_typeof(headers) = 'objec
 outbox_events outbox_events_pkey PRIMARY KEY (id)
 outbox_events outbox_events_transient_failures_check CHECK ((transient_failures >= 0))
 outbox_events outbox_published_or_dead CHECK (((processed_at IS NULL) OR (dead_lettered_at IS NULL)))
+outbox_group_high_water outbox_group_high_water_pkey PRIMARY KEY (aggregate_id)
 outbox_migrations outbox_migrations_pkey PRIMARY KEY (name)
 
 -- indexes
 CREATE INDEX outbox_dead_lettered_at ON public.outbox_events USING btree (dead_lettered_at) WHERE (dead_lettered_at IS NOT NULL)
 CREATE UNIQUE INDEX outbox_events_pkey ON public.outbox_events USING btree (id)
+CREATE UNIQUE INDEX outbox_group_high_water_pkey ON public.outbox_group_high_water USING btree (aggregate_id)
 CREATE UNIQUE INDEX outbox_migrations_pkey ON public.outbox_migrations USING btree (name)
 CREATE INDEX outbox_pending_group ON public.outbox_events USING btree (aggregate_id, seq) WHERE (processed_at IS NULL)
 CREATE INDEX outbox_pending_group_live ON public.outbox_events USING btree (aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
