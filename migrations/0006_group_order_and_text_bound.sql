@@ -138,6 +138,30 @@ begin
 end;
 $migration$;
 
+-- The order key must never run backwards: a sequence restarted lower or setval'd below what was published
+-- (a restore into a fresh sequence, an RDS Blue/Green switchover whose green sequence lagged: logical
+-- replication does not carry sequence values), or a sequence with CACHE > 1 (each session hands out its own
+-- cached range, so a later commit of a group can draw a smaller seq) would let events overtake each other
+-- unnoticed: consumers that drop "older" seqs lose them. The relay asks this once per invocation
+-- (functions/shared/orderKey.ts) and refuses to relay, naming the fix, when the sequence is below the seq of
+-- the most recently published row or caches more than 1. One descent of the processed_at index.
+-- SECURITY DEFINER: reading a sequence's state needs a privilege on it the relay's role does not have.
+do $migration$
+begin
+  execute format(
+    $function$
+      create function {{related:order_key_state}}()
+      returns table (sequence_name text, sequence_last_value bigint, sequence_cache bigint, latest_published_seq bigint)
+      language sql stable security definer set search_path = pg_catalog, pg_temp as $body$
+        select %1$L::text, pg_sequence_last_value(%1$L::regclass),
+               (select seqcache from pg_sequence where seqrelid = %1$L::regclass),
+               (select seq from {{table}} where processed_at is not null order by processed_at desc limit 1)
+      $body$
+    $function$,
+    pg_get_serial_sequence('{{table}}', 'seq'));
+end;
+$migration$;
+
 create trigger {{name:text_bound}}
   before update of payload, headers on {{table}}
   for each row execute function {{related:commit_order}}();

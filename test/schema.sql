@@ -144,6 +144,16 @@ begin
   return null;
 end;
 $function$
+CREATE OR REPLACE FUNCTION public.outbox_order_key_state()
+ RETURNS TABLE(sequence_name text, sequence_last_value bigint, sequence_cache bigint, latest_published_seq bigint)
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+        select 'public.outbox_events_seq_seq'::text, pg_sequence_last_value('public.outbox_events_seq_seq'::regclass),
+               (select seqcache from pg_sequence where seqrelid = 'public.outbox_events_seq_seq'::regclass),
+               (select seq from "public"."outbox_events" where processed_at is not null order by processed_at desc limit 1)
+      $function$
 CREATE OR REPLACE FUNCTION public.outbox_text_bound(value jsonb)
  RETURNS bigint
  LANGUAGE sql

@@ -75,7 +75,12 @@ export async function redriveDeadLetters(
   checkRedriveSelector(selector);
 
   const ids = selector.ids !== undefined && selector.ids.length > 0 ? [...selector.ids] : null;
-  const params = [ids, selector.eventType ?? null, selector.aggregateType ?? null, selector.aggregateId ?? null];
+  const params = [
+    ids,
+    selector.eventType ?? null,
+    selector.aggregateType ?? null,
+    selector.aggregateId ?? null,
+  ];
   // A successor claimed by a relay round right now is pending until that round commits, and may then be
   // published: wait for such rounds (their row locks) before deciding, and hold the successors meanwhile so no
   // round claims one before the redriven event is pending again (it then goes first: the smaller seq is the head).
