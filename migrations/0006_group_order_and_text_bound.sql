@@ -16,14 +16,16 @@
 --    the trigger (before this migration, or with triggers disabled) have null there and the relay bounds them
 --    itself before printing anything (functions/shared/sql/loadPayloads.ts).
 --
--- Measured costs (the closing note of issue 21, docs/benchmarks.md): the bound is one jsonpath walk over the
--- row's numbers, no printing; `npm run bench -- enqueue` with 16 writers, with and without it.
+-- Its cost: one jsonpath walk over the row's numbers per insert, no printing (`npm run bench -- enqueue`, 16
+-- writers, with and without it: issue 21's closing note).
 --
--- In place, no table rewrite: a nullable column without a default is a catalog change. The table lock: SHARE
+-- In place, no table rewrite: a nullable column without a default is a catalog change. The locks: first SHARE
 -- ROW EXCLUSIVE (what CREATE TRIGGER took in 0005), so every open transaction that inserted under the old
--- (type, id) key has ended before the new key is in force, and no writer of one group can hold the old key
--- while another takes the new one. Writers queue behind it for as long as it waits; the runner's lock_timeout
--- (1 s) bounds that and retries (functions/shared/migrate.ts). Measured on a 1M-row table: docs/operations.md.
+-- (type, id) key has ended before the new key is in force, and no writer of one group can hold the old key while
+-- another takes the new one; then ADD COLUMN's ACCESS EXCLUSIVE for the rest of this short transaction (relays
+-- wait too). Writers queue behind it for as long as it waits; the runner's lock_timeout (1 s) bounds that and
+-- retries (functions/shared/migrate.ts). Measured on a 1M-row table: 33 ms in all (docs/operations.md,
+-- "Upgrading to 0006 and 0007").
 
 lock table {{table}} in share row exclusive mode;
 
