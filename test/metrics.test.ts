@@ -664,10 +664,11 @@ describe("purge handler: the snapshot and the purge cannot stop each other", () 
   }
 
   it("purges when the snapshot fails, counts SnapshotErrors and fails the invocation", async () => {
-    // Enough to purge (the columns its statements read and lock FOR UPDATE, and delete), not to read the
-    // snapshot's columns.
+    // Enough to purge (the columns its statements read and lock FOR UPDATE, delete, and the group high-water
+    // marks the published rows leave behind, migration 0006), not to read the snapshot's columns.
     const handler = await purgeHandlerAs(
-      "grant select (ctid, processed_at, dead_lettered_at), update (processed_at), delete on outbox_events to $role",
+      "grant select (ctid, processed_at, dead_lettered_at, aggregate_id, seq), update (processed_at), delete " +
+        "on outbox_events to $role; grant select, insert, update on outbox_group_high_water to $role",
     );
 
     const invocation = handler(scheduledEvent, lambdaContext("outbox-purge", 5_000));
