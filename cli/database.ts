@@ -4,7 +4,7 @@ import {
   type DatabaseSource,
   databaseSourceFromEnv,
 } from "../functions/shared/connection.ts";
-import type { SessionClient } from "../functions/shared/db.ts";
+import { isClientTimeout, type SessionClient } from "../functions/shared/db.ts";
 import {
   type OutboxLocation,
   type OutboxNames,
@@ -36,10 +36,19 @@ export function outboxTargetFromEnv(env: Env): OutboxTarget {
   return { source: databaseSourceFromEnv(env), location };
 }
 
+/**
+ * Client-side bound on each query of the operator commands (status, dead-letters, redrive): a table lock held by
+ * a migration, a lost network path or a stuck server must end the command with an error, not hang a terminal or
+ * a cron job. Migrations build indexes on large tables and get longer (MIGRATE_QUERY_TIMEOUT_MS); both can be
+ * changed with --query-timeout-ms.
+ */
+export const CLI_QUERY_TIMEOUT_MS = 30_000;
+export const MIGRATE_QUERY_TIMEOUT_MS = 900_000;
+
 export interface OpenOptions {
   /** Connections at most (the relay needs one per concurrent round, plus one for LISTEN). */
   maxConnections?: number;
-  /** Client-side bound on each query (see PoolOptions.queryTimeoutMs); unset for interactive commands. */
+  /** Client-side bound on each query (see PoolOptions.queryTimeoutMs); CLI_QUERY_TIMEOUT_MS by default. */
   queryTimeoutMs?: number;
   /** Fail with "run outbox migrate" when the outbox table does not exist yet. */
   requireTable?: boolean;
@@ -60,7 +69,7 @@ export async function openOutboxDatabase(
     pool = await createDatabasePool(source, {
       max: options.maxConnections ?? 2,
       applicationName: "outbox-cli",
-      ...(options.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: options.queryTimeoutMs }),
+      queryTimeoutMs: options.queryTimeoutMs ?? CLI_QUERY_TIMEOUT_MS,
     });
   } catch (error) {
     throw describeError(error, { databaseUrl });
@@ -79,6 +88,14 @@ export async function openOutboxDatabase(
     } catch (error) {
       // A session that failed mid-command may be broken (timed out, connection lost): never reuse it.
       client.release(error as Error);
+      if (isClientTimeout(error)) {
+        throw new CliError(
+          `the database did not answer within ${options.queryTimeoutMs ?? CLI_QUERY_TIMEOUT_MS} ms ` +
+            "(--query-timeout-ms): a lock held by another session, or the server unreachable",
+          EXIT_FAILURE,
+          { cause: error },
+        );
+      }
       throw error;
     }
   };

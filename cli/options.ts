@@ -9,6 +9,7 @@ export interface ConnectionFlags {
   schema?: string;
   table?: string;
   verbose?: boolean;
+  queryTimeoutMs?: number;
 }
 
 /**
@@ -24,6 +25,11 @@ export function addConnectionOptions(command: Command): Command {
     )
     .option("--schema <name>", "schema of the outbox table (env OUTBOX_SCHEMA, default public)")
     .option("--table <name>", "outbox table (env OUTBOX_TABLE, default outbox_events)")
+    .option(
+      "--query-timeout-ms <ms>",
+      "give up on a query the database has not answered after this long (default 30000; migrate 900000)",
+      integerIn(100, 86_400_000),
+    )
     .option("--verbose", "print stack traces and causes on errors");
 }
 

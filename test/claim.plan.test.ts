@@ -27,8 +27,8 @@ describe("claim query plan", () => {
     );
 
     for (const [strictOrder, walked] of [
-      [false, "outbox_pending_live"],
-      [true, "outbox_pending_aggregate"],
+      [false, "outbox_pending_group_live"],
+      [true, "outbox_pending_group"],
     ] as const) {
       const all = nodes(await explainClaim(db.pool, outboxNames(), { limit: 100, strictOrder }));
 
@@ -43,7 +43,7 @@ describe("claim query plan", () => {
       expect(all.filter((node) => node["Node Type"] === "Seq Scan")).toEqual([]);
       const scans = all.filter((node) => node["Index Name"] !== undefined);
       expect([...new Set(scans.map((node) => node["Index Name"]))].sort()).toEqual(
-        [walked, "outbox_pending_live"].filter((name, i, list) => list.indexOf(name) === i).sort(),
+        [walked, "outbox_pending_group_live"].filter((name, i, list) => list.indexOf(name) === i).sort(),
       );
       // The walk: one descent per aggregate (100 claimed, one of them the hot aggregate's head), a few
       // buffers each, not the 20,000 rows waiting behind agg-0000.

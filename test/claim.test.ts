@@ -179,7 +179,7 @@ describe("claim round robin", () => {
     expect(ids(first)).toEqual(["agg-0000", "agg-0001"]);
     expect(ids(second)).toEqual(["agg-0002", "agg-0003"]);
     expect(ids(third)).toEqual(["agg-0000", "agg-0004"]); // agg-0004, then round to the start
-    expect(cursor.after).toEqual({ aggregateType: "order", aggregateId: "agg-0000" });
+    expect(cursor.after).toEqual({ aggregateId: "agg-0000" });
     expect(cursor.sawAll).toBe(false);
 
     const short = await claim({ limit: 20, cursor });

@@ -85,6 +85,31 @@ beforeEach(async () => {
   await db.pool.query("truncate outbox_events");
 });
 
+describe("outbox CLI: client-side query timeouts", () => {
+  it("status, dead-letters and redrive give up on a database that does not answer, naming the bound", async () => {
+    // A migration's ACCESS EXCLUSIVE lock: every read of the table waits behind it.
+    const blocker = await db.pool.connect();
+    try {
+      await blocker.query("begin");
+      await blocker.query("lock table outbox_events in access exclusive mode");
+      const started = Date.now();
+      const runs = await Promise.all([
+        outbox(["status", "--query-timeout-ms", "1000"]),
+        outbox(["dead-letters", "--query-timeout-ms", "1000"]),
+        outbox(["redrive", "--all", "--query-timeout-ms", "1000"]),
+      ]);
+      for (const run of runs) {
+        expect(run.code).toBe(1);
+        expect(run.stderr).toMatch(/did not answer/);
+      }
+      expect(Date.now() - started).toBeLessThan(20_000);
+    } finally {
+      await blocker.query("rollback");
+      blocker.release();
+    }
+  });
+});
+
 describe("outbox CLI: every command", () => {
   it("prints --help and exits 0", async () => {
     const commands = ["migrate", "relay", "status", "dead-letters", "redrive", "purge"];
@@ -322,8 +347,27 @@ describe("outbox redrive", () => {
     const run = await outbox(["redrive", "--id", dead]);
 
     expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(/later event of this aggregate already published/);
-    expect(run.stdout).toMatch(/note: 1 of them are older than events of the same aggregate/);
+    expect(run.stdout).toMatch(/later event of this group already published/);
+    expect(run.stdout).toMatch(
+      /warning: 1 of them are older than events of the same message group.*group\(s\): order-x/,
+    );
+  });
+
+  it("--dry-run names the groups a redrive would overtake, after the purge deleted the successor", async () => {
+    const dead = await insertDeadLetter({ aggregateId: "order-y" });
+    // A Shipment of the same id: same group. Published a month ago and purged since.
+    await db.pool.query(
+      `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload, processed_at)
+       values ('shipment', 'order-y', 'shipment.sent', '{}', now() - interval '30 days')`,
+    );
+    const purge = await outbox(["purge"]);
+    expect(purge.code).toBe(0);
+
+    const run = await outbox(["redrive", "--id", dead, "--dry-run", "--json"]);
+
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ dryRun: true, overtakenGroups: ["order-y"] });
+    expect((await rowState(dead)).dead_lettered_at).toBeInstanceOf(Date);
   });
 
   it("gets a redriven dead letter published by `outbox relay --drain`", async () => {

@@ -171,6 +171,16 @@ describe("RelayMetrics", () => {
     });
   });
 
+  it("writes FailedRounds once per invocation, zero included", () => {
+    const recorder = new RelayMetrics(metrics);
+    recorder.finish({ failedRounds: 3 });
+    metrics.publishStoredMetrics();
+    expect(stdout.emf().at(-1)?.values).toMatchObject({ FailedRounds: [3] });
+    recorder.finish({ failedRounds: 0 });
+    metrics.publishStoredMetrics();
+    expect(stdout.emf().at(-1)?.values).toMatchObject({ FailedRounds: [0] });
+  });
+
   it('bounds the eventType dimension: the N types with most failures, the rest summed as "other"', () => {
     const recorder = new RelayMetrics(metrics, { maxEventTypes: 2 });
     // 500 distinct types failing once each, two failing more often.
@@ -361,8 +371,8 @@ describe("outboxSnapshot", () => {
       expect(indexes.length).toBeGreaterThan(0);
       for (const index of indexes) {
         expect([
-          "snapshot_pending_live",
-          "snapshot_pending_aggregate",
+          "snapshot_pending_group_live",
+          "snapshot_pending_group",
           "snapshot_dead_lettered_at",
         ]).toContain(index);
       }
@@ -654,10 +664,11 @@ describe("purge handler: the snapshot and the purge cannot stop each other", () 
   }
 
   it("purges when the snapshot fails, counts SnapshotErrors and fails the invocation", async () => {
-    // Enough to purge (the columns its statements read and lock FOR UPDATE, and delete), not to read the
-    // snapshot's columns.
+    // Enough to purge (the columns its statements read and lock FOR UPDATE, delete, and the group high-water
+    // marks the published rows leave behind, migration 0006), not to read the snapshot's columns.
     const handler = await purgeHandlerAs(
-      "grant select (ctid, processed_at, dead_lettered_at), update (processed_at), delete on outbox_events to $role",
+      "grant select (ctid, processed_at, dead_lettered_at, aggregate_id, seq), update (processed_at), delete " +
+        "on outbox_events to $role; grant select, insert, update on outbox_group_high_water to $role",
     );
 
     const invocation = handler(scheduledEvent, lambdaContext("outbox-purge", 5_000));

@@ -9,7 +9,7 @@ import { useEmptyDatabases } from "./support/db.ts";
 
 const { emptyPool } = useEmptyDatabases();
 
-const CLAIM_INDEX_MIGRATION = "0003_claim_heads_index.sql";
+const CLAIM_INDEX_MIGRATION = "0007_group_claim_indexes.sql";
 
 async function indexState(pool: pg.Pool, name: string) {
   const { rows } = await pool.query(
@@ -27,14 +27,16 @@ describe("migrations outside a transaction (create index concurrently)", () => {
     const result = await migrate(pool);
 
     expect(result.applied).toContain(CLAIM_INDEX_MIGRATION);
-    expect(await indexState(pool, "outbox_pending_live")).toEqual([
+    // 0003 built pending_live and dropped pending_seq; 0007 replaced pending_live by the group's index.
+    expect(await indexState(pool, "outbox_pending_group_live")).toEqual([
       {
         valid: true,
         definition:
-          "CREATE INDEX outbox_pending_live ON public.outbox_events USING btree (aggregate_type, aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))",
+          "CREATE INDEX outbox_pending_group_live ON public.outbox_events USING btree (aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))",
       },
     ]);
     expect(await indexState(pool, "outbox_pending_seq")).toEqual([]);
+    expect(await indexState(pool, "outbox_pending_live")).toEqual([]);
   });
 
   it("rebuilds an index that a failed concurrent build left INVALID instead of accepting it", async () => {
@@ -42,22 +44,24 @@ describe("migrations outside a transaction (create index concurrently)", () => {
     await migrate(pool);
     // What a build cut short (lock timeout, cancel, crash) leaves: an invalid index under the name, no ledger row.
     await pool.query("delete from outbox_migrations where name = $1", [CLAIM_INDEX_MIGRATION]);
-    await pool.query("drop index outbox_pending_live");
+    await pool.query("drop index outbox_pending_group_live");
     await pool.query(
       `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload)
        values ('order', 'a', 'e', '{}'), ('order', 'b', 'e', '{}')`,
     );
     await expect(
-      pool.query("create unique index concurrently outbox_pending_live on outbox_events (aggregate_type)"),
+      pool.query(
+        "create unique index concurrently outbox_pending_group_live on outbox_events (aggregate_type)",
+      ),
     ).rejects.toThrow(/could not create unique index/);
-    expect((await indexState(pool, "outbox_pending_live"))[0]?.valid).toBe(false);
+    expect((await indexState(pool, "outbox_pending_group_live"))[0]?.valid).toBe(false);
 
     const result = await migrate(pool);
 
     expect(result.applied).toEqual([CLAIM_INDEX_MIGRATION]);
-    const [index] = await indexState(pool, "outbox_pending_live");
+    const [index] = await indexState(pool, "outbox_pending_group_live");
     expect(index?.valid).toBe(true);
-    expect(index?.definition).toContain("(aggregate_type, aggregate_id, seq) WHERE");
+    expect(index?.definition).toContain("(aggregate_id, seq) WHERE");
   });
 
   it("refuses a concurrent build without `if not exists`, which a retry could not resume", async () => {

@@ -105,11 +105,14 @@ function recordingPool(pool: pg.Pool, afterDelete: (deleted: number) => void = (
         async query(text: string, values?: unknown[]): Promise<any> {
           if (text.startsWith("begin")) transactions.push([]);
           const result = await client.query(text, values);
-          const statement = text.trim().split(/\s/)[0] ?? "";
+          // The published rows' DELETE is wrapped in a CTE that records the groups' high-water marks.
+          const published = text.trim().startsWith("with deleted as");
+          const statement = published ? "delete" : (text.trim().split(/\s/)[0] ?? "");
           transactions.at(-1)?.push(statement);
           if (statement === "delete") {
-            deletes.push(result.rowCount ?? 0);
-            afterDelete(result.rowCount ?? 0);
+            const deleted = published ? Number(result.rows[0]?.deleted ?? 0) : (result.rowCount ?? 0);
+            deletes.push(deleted);
+            afterDelete(deleted);
           }
           return result;
         },

@@ -30,7 +30,9 @@ export function deadLettersCommand(): Command {
     .option("--limit <n>", "show at most n", integerIn(1, 10_000), 50)
     .option("--json", "print as JSON (full last_error, ISO timestamps)")
     .action(async (flags: DeadLetterFlags) => {
-      const database = await openOutboxDatabase(outboxTargetFromEnv(connectionEnv(flags)));
+      const database = await openOutboxDatabase(outboxTargetFromEnv(connectionEnv(flags)), {
+        ...(flags.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: flags.queryTimeoutMs }),
+      });
       try {
         const page = await database.withSession((client) =>
           listDeadLetters(client, database.names, {

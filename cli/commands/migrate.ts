@@ -1,6 +1,6 @@
 import { Command } from "commander";
 import { migrate } from "../../functions/shared/migrate.ts";
-import { openOutboxDatabase, outboxTargetFromEnv } from "../database.ts";
+import { MIGRATE_QUERY_TIMEOUT_MS, openOutboxDatabase, outboxTargetFromEnv } from "../database.ts";
 import { addConnectionOptions, type ConnectionFlags, connectionEnv } from "../options.ts";
 import { print, printJson } from "../output.ts";
 
@@ -21,7 +21,10 @@ export function migrateCommand(): Command {
     .option("--json", "print the result as JSON")
     .action(async (flags: MigrateFlags) => {
       const env = connectionEnv(flags);
-      const database = await openOutboxDatabase(outboxTargetFromEnv(env), { requireTable: false });
+      const database = await openOutboxDatabase(outboxTargetFromEnv(env), {
+        requireTable: false,
+        queryTimeoutMs: flags.queryTimeoutMs ?? MIGRATE_QUERY_TIMEOUT_MS,
+      });
       try {
         const result = await migrate(database.pool, {
           schema: database.names.schema,

@@ -29,7 +29,7 @@ const COLUMNS: Column<RedrivenEvent>[] = [
   { header: "ATTEMPTS", value: (row) => String(row.previous_attempts), align: "right" },
   {
     header: "NOTE",
-    value: (row) => (row.overtaken ? "later event of this aggregate already published" : ""),
+    value: (row) => (row.overtaken ? "later event of this group already published" : ""),
   },
 ];
 
@@ -73,7 +73,9 @@ export function redriveCommand(): Command {
         );
       }
       checkRedriveSelector(selector);
-      const database = await openOutboxDatabase(outboxTargetFromEnv(connectionEnv(flags)));
+      const database = await openOutboxDatabase(outboxTargetFromEnv(connectionEnv(flags)), {
+        ...(flags.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: flags.queryTimeoutMs }),
+      });
       try {
         const rows = await withTransaction(database.pool, async (client) => {
           const changed = await redriveDeadLetters(client, database.names, selector);
@@ -92,7 +94,10 @@ export function redriveCommand(): Command {
 
 function report(rows: RedrivenEvent[], flags: RedriveFlags) {
   const dryRun = flags.dryRun === true;
-  if (flags.json) return printJson({ dryRun, redriven: rows.length, events: rows });
+  const overtakenGroups = [
+    ...new Set(rows.filter((row) => row.overtaken).map((row) => row.aggregate_id)),
+  ].sort();
+  if (flags.json) return printJson({ dryRun, redriven: rows.length, overtakenGroups, events: rows });
   if (rows.length === 0) return print("no dead letters matched; nothing changed");
   print(formatTable(rows, COLUMNS));
   print();
@@ -103,9 +108,12 @@ function report(rows: RedrivenEvent[], flags: RedriveFlags) {
   );
   const overtaken = rows.filter((row) => row.overtaken).length;
   if (overtaken > 0) {
+    // The group is the ordering unit (MessageGroupId = aggregate_id): name the groups so an operator can tell
+    // their consumers, or fix them up, before (dry run) or after the redrive.
     print(
-      `note: ${overtaken} of them are older than events of the same aggregate that were already published; ` +
-        "consumers will receive them after those (out of aggregate order)",
+      `warning: ${overtaken} of them ${dryRun ? "would be" : "are"} older than events of the same message group ` +
+        "that were already published (even if purged since); consumers will receive them after those, out of " +
+        `order, in ${overtakenGroups.length} group(s): ${overtakenGroups.join(", ")}`,
     );
   }
 }

@@ -31,7 +31,9 @@ export function statusCommand(): Command {
     )
     .option("--json", "print as JSON (for scripts and monitoring)")
     .action(async (flags: StatusFlags) => {
-      const database = await openOutboxDatabase(outboxTargetFromEnv(connectionEnv(flags)));
+      const database = await openOutboxDatabase(outboxTargetFromEnv(connectionEnv(flags)), {
+        ...(flags.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: flags.queryTimeoutMs }),
+      });
       try {
         // One snapshot, one instant: both statements see the same data, and a read-only transaction with a
         // statement timeout cannot disturb the relay.

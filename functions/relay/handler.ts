@@ -4,9 +4,12 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { createDatabasePool, queryTimeoutFor } from "#shared/connection.ts";
+import { withTransaction } from "#shared/db.ts";
 import { createDestination } from "#shared/destinations/create.ts";
+import { outboxNames } from "#shared/identifiers.ts";
 import { createMetrics, RelayMetrics, relayMetricsOptionsFromEnv } from "#shared/metrics.ts";
 import { listenForOutboxInserts } from "#shared/notify.ts";
+import { checkOrderKey } from "#shared/orderKey.ts";
 import { type RelaySummary, runRelay } from "#shared/relay.ts";
 import { relayConfigFromEnv } from "#shared/relayConfig.ts";
 import {
@@ -15,6 +18,7 @@ import {
   invocationDeadline,
   noProgressError,
 } from "#shared/relayInvocation.ts";
+import { hasPendingEvents } from "#shared/sql/pendingEvents.ts";
 
 // Cold start: configuration errors fail here, naming the variable, before any event is handled.
 const config = relayConfigFromEnv(process.env);
@@ -63,6 +67,13 @@ export async function relay(
 ): Promise<RelaySummary> {
   const deadline = invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
   await checkDestinationOnce(deadline);
+  // Every invocation: a restore or switchover can lower the sequence between two of them.
+  await withTransaction(pool, async (client) => {
+    await client.query("select set_config('statement_timeout', $1, true)", [
+      String(config.relay.statementTimeoutMs),
+    ]);
+    await checkOrderKey(client, outboxNames(config.relay));
+  });
   // LISTEN per invocation: a session kept across frozen invocations would likely be dead on the next one.
   const wakeUp = config.listen ? await listenForOutboxInserts(pool, config.relay) : undefined;
   const relayMetrics = new RelayMetrics(metrics, metricsOptions);
@@ -72,11 +83,20 @@ export async function relay(
     { pool, destination, deadline, logger: failures, wakeUp, onRound },
     config.relay,
   ).finally(() => wakeUp?.close());
-  relayMetrics.finish();
+  relayMetrics.finish(summary);
   logger.info("relay finished", { summary });
-  // Nothing got through although there was work (database, queue or bus unreachable): fail the invocation so Lambda's
-  // Errors metric and its alarm see it.
-  const stuck = noProgressError(summary, failures.lastPublishError);
+  // Nothing got through although there was work (database, queue or bus unreachable, a statement stuck holding
+  // the claim's locks): fail the invocation so Lambda's Errors metric and its alarm see it.
+  const pending =
+    summary.published === 0 && summary.failedRounds > 0 && summary.rounds > 0
+      ? await withTransaction(pool, async (client) => {
+          await client.query("select set_config('statement_timeout', $1, true)", [
+            String(config.relay.statementTimeoutMs),
+          ]);
+          return hasPendingEvents(client, outboxNames(config.relay));
+        }).catch(() => undefined)
+      : undefined;
+  const stuck = noProgressError(summary, failures.lastPublishError, pending);
   if (stuck !== undefined) throw stuck;
   return summary;
 }

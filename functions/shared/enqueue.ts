@@ -8,6 +8,7 @@ import {
   checkHeaders,
   checkName,
   checkSqsText,
+  MAX_DELAY_MS,
   messageAttributes,
   messageSize,
   SQS_MAX_MESSAGE_BYTES,
@@ -16,7 +17,10 @@ import {
 
 export interface OutboxEvent<TPayload = unknown> {
   aggregateType: string;
-  /** Becomes the SQS MessageGroupId: events of one aggregate are delivered in the order they committed. */
+  /**
+   * Becomes the SQS MessageGroupId: events of one group (this id, whatever the aggregate type) are delivered in
+   * the order they committed.
+   */
   aggregateId: string;
   eventType: string;
   payload: TPayload;
@@ -125,16 +129,14 @@ export async function enqueue<T>(
   return many ? result : (result[0] as EnqueuedEvent);
 }
 
-/** The call's distinct aggregates when there are several; none when every event is of one aggregate. */
+/**
+ * The call's distinct message groups when there are several; none when every event is of one group. The lock is
+ * per group (aggregate_id, migration 0006), so Order/42 and Shipment/42 count once.
+ */
 function distinctAggregates(rows: readonly ValidRow[]): { type: string; id: string }[] {
-  const byKey = new Map<string, { type: string; id: string }>();
-  for (const row of rows) {
-    byKey.set(JSON.stringify([row.aggregateType, row.aggregateId]), {
-      type: row.aggregateType,
-      id: row.aggregateId,
-    });
-  }
-  return byKey.size > 1 ? [...byKey.values()] : [];
+  const byGroup = new Map<string, { type: string; id: string }>();
+  for (const row of rows) byGroup.set(row.aggregateId, { type: row.aggregateType, id: row.aggregateId });
+  return byGroup.size > 1 ? [...byGroup.values()] : [];
 }
 
 function missing(id: string): never {
@@ -154,6 +156,12 @@ function validateEvent(event: OutboxEvent<unknown>, at: string, maxMessageBytes:
   const availableAt = event.availableAt ?? null;
   if (availableAt !== null && !(availableAt instanceof Date && Number.isFinite(availableAt.getTime()))) {
     throw new ValidationError(`${at}.availableAt`, "must be a valid Date");
+  }
+  if (availableAt !== null && availableAt.getTime() - Date.now() > MAX_DELAY_MS) {
+    throw new ValidationError(
+      `${at}.availableAt`,
+      `is ${availableAt.toISOString()}, more than ${MAX_DELAY_MS / 86_400_000} days ahead (the relay dead-letters such rows)`,
+    );
   }
   const id = randomUUID();
   const attributes = messageAttributes({

@@ -27,6 +27,7 @@ export const METRIC = {
   publishLag: "PublishLag",
   snapshotErrors: "SnapshotErrors",
   purgeErrors: "PurgeErrors",
+  failedRounds: "FailedRounds",
 } as const;
 
 /** The extra dimension of the per-event-type PublishFailures. */
@@ -163,8 +164,12 @@ export class RelayMetrics {
    * End of the invocation: stores the last window for the handler's logMetrics middleware to publish. The
    * counters go in last, so the store is never empty when the middleware publishes (it warns if it is).
    */
-  finish(): void {
+  finish(summary?: { failedRounds: number }): void {
     this.#storeWindow();
+    // Per invocation: rounds that failed as a whole (their rows released, not lost). A stall hides here first.
+    if (summary !== undefined) {
+      this.#metrics.addMetric(METRIC.failedRounds, MetricUnit.Count, summary.failedRounds);
+    }
   }
 
   #storeWindow(): void {

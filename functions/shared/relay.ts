@@ -9,6 +9,7 @@ import { sleep } from "./sleep.ts";
 import { type ClaimCursor, type ClaimedRow, claimBatch, newClaimCursor } from "./sql/claimBatch.ts";
 import { loadPayloads } from "./sql/loadPayloads.ts";
 import { type RowOutcome, recordOutcomes } from "./sql/recordOutcomes.ts";
+import { MAX_DELAY_MS } from "./sqsMessage.ts";
 
 export interface RelayOptions extends OutboxLocation {
   /** Rows claimed per round (1-1000). */
@@ -289,10 +290,11 @@ export async function relayRound(
     const { sendable, results } = await loadRows(
       client,
       names,
-      rows,
+      rows.filter((row) => !row.delayed_beyond),
       options,
       deps.destination.maxMessageBytes,
     );
+    results.push(...rows.filter((row) => row.delayed_beyond).map(delayedTooLong));
     results.push(
       ...(await publishRows(deps.destination, sendable, {
         concurrency: options.concurrency,
@@ -402,6 +404,13 @@ function toOutcome(result: PublishResult, options: RelayOptions): RowOutcome[] {
       counts: rejected ? "attempt" : "transient",
     },
   ];
+}
+
+/** A row delayed past MAX_DELAY_MS (claimBatch): malformed, dead-lettered at once, naming the field. */
+function delayedTooLong(row: ClaimedRow): PublishResult {
+  const days = MAX_DELAY_MS / 86_400_000;
+  const error = `available_at: is ${row.delayed_beyond}, more than ${days} days ahead; taken as malformed`;
+  return { row, status: "rejected", error, permanent: true };
 }
 
 function logFailure(logger: RelayLogger | undefined, result: PublishResult, deadLettered: boolean) {

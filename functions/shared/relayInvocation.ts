@@ -75,15 +75,31 @@ export class FailureRecorder implements RelayLogger {
 
 /**
  * An invocation made no progress when it published nothing although it found work: every round failed as a
- * whole (database unreachable, timed out), or every event it claimed failed without being settled as a dead
- * letter (SQS unreachable, throttled, SendMessage denied, KMS key disabled). Events dead-lettered for their own
- * content are settled, not stuck: they have their own metric and alarm. Returns the error to throw, or undefined.
+ * whole (database unreachable, timed out), some rounds failed while events were pending and the others claimed
+ * nothing, or every event it claimed failed without being settled as a dead letter (SQS unreachable, throttled,
+ * SendMessage denied, KMS key disabled). Events dead-lettered for their own content are settled, not stuck: they
+ * have their own metric and alarm. Returns the error to throw, or undefined.
+ *
+ * The middle case is the quiet stall of issue 21: one round's statement timed out while its backend kept the
+ * claim's row locks, and the other loops' rounds "succeeded" claiming nothing (`rounds: 619, claimed: 0,
+ * failedRounds: 3`). Idle rounds are no proof that nothing was waiting, so `pending` (sql/pendingEvents.ts,
+ * asked only in this case) decides; when it is unknown (undefined) a failed round counts.
  */
-export function noProgressError(summary: RelaySummary, lastPublishError: string | undefined) {
+export function noProgressError(
+  summary: RelaySummary,
+  lastPublishError: string | undefined,
+  pending?: boolean,
+) {
   if (summary.published > 0) return undefined;
   if (summary.rounds === 0 && summary.failedRounds > 0) {
     return new NoProgressError(
       `relay made no progress: all ${summary.failedRounds} round(s) failed; last error: ${summary.lastError}`,
+    );
+  }
+  if (summary.failedRounds > 0 && pending !== false) {
+    return new NoProgressError(
+      `relay made no progress: ${summary.failedRounds} round(s) failed and the other ${summary.rounds} ` +
+        `published nothing while events were pending; last error: ${summary.lastError}`,
     );
   }
   const stuck = summary.failed - summary.deadLettered;

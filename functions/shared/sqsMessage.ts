@@ -10,6 +10,12 @@ export const SQS_MAX_BATCH_BYTES = 1_048_576;
 export const SQS_MAX_ATTRIBUTES = 10;
 export const MAX_GROUP_ID_LENGTH = 128;
 export const MAX_NAME_LENGTH = 256;
+/**
+ * The longest delay an event may ask for (available_at ahead of now): 365 days. Beyond it the relay takes the row
+ * as malformed and dead-letters it, naming the field, instead of letting 'infinity' or a typo of a year block its
+ * group forever with no signal; the write API refuses it before commit. Backoff never reaches it (a day at most).
+ */
+export const MAX_DELAY_MS = 365 * 86_400_000;
 
 /** Letters, digits and ASCII punctuation: the MessageGroupId alphabet. */
 const GROUP_ID = /^[A-Za-z0-9!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]+$/;

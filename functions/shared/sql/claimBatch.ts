@@ -1,5 +1,6 @@
 import type { Queryable } from "../db.ts";
 import type { OutboxNames } from "../identifiers.ts";
+import { MAX_DELAY_MS } from "../sqsMessage.ts";
 
 export interface ClaimedRow {
   id: string;
@@ -15,11 +16,18 @@ export interface ClaimedRow {
    * beyond JavaScript's range (a hand-inserted row); the publisher checks it.
    */
   created_at: Date | number;
+  /**
+   * Set (to available_at as text) when the row asks to wait more than MAX_DELAY_MS ('infinity', years ahead):
+   * claimed so it can be dead-lettered as malformed instead of blocking its group forever.
+   */
+  delayed_beyond?: string | null;
 }
 
-/** An aggregate key: the position of the claim's round robin. */
-export interface AggregateKey {
-  aggregateType: string;
+/**
+ * A message group (aggregate_id, the SQS MessageGroupId): the claim's ordering unit and the position of its
+ * round robin. Aggregates of different types that share an id share the group, and its order (issue 21).
+ */
+export interface GroupKey {
   aggregateId: string;
 }
 
@@ -28,10 +36,10 @@ export interface AggregateKey {
  * updated by every claimBatch call; start each loop with `newClaimCursor()`.
  */
 export interface ClaimCursor {
-  /** The last aggregate the previous claim examined; the next claim starts after it. */
-  after: AggregateKey;
+  /** The last group the previous claim examined; the next claim starts after it. */
+  after: GroupKey;
   /** Where the current run of short, capped claims started (see `sawAll`); null outside such a run. */
-  sweepOrigin: AggregateKey | null;
+  sweepOrigin: GroupKey | null;
   /**
    * After a claim that did not fill its batch: true once every pending aggregate was examined, by this claim
    * or by the run of capped claims before it, so an empty result means nothing is claimable right now. False
@@ -40,8 +48,8 @@ export interface ClaimCursor {
   sawAll: boolean;
 }
 
-/** Start of the key space: every aggregate key is longer than zero characters (0001's checks). */
-const START: AggregateKey = { aggregateType: "", aggregateId: "" };
+/** Start of the key space: every aggregate_id is longer than zero characters (0001's checks). */
+const START: GroupKey = { aggregateId: "" };
 
 export function newClaimCursor(): ClaimCursor {
   return { after: START, sweepOrigin: null, sawAll: false };
@@ -60,7 +68,6 @@ interface ClaimRow extends ClaimedRow {
   scan_lap: number | null;
   scan_n: number | null;
   scan_end_lap: number | null;
-  scan_end_type: string | null;
   scan_end_id: string | null;
   scan_examined: string | null;
   scan_end_reaches_origin: boolean | null;
@@ -71,8 +78,9 @@ interface ClaimRow extends ClaimedRow {
  * The claim returns no payload or headers: they can be large (or, inserted by hand, huge), so they are sized in
  * SQL and loaded separately within the round's byte budget (loadPayloads.ts).
  *
- * Locks up to `limit` publishable rows for the rest of the caller's transaction: at most one per aggregate,
- * its *head*, the smallest seq among its unpublished rows (dead letters included in strict mode, parked
+ * Locks up to `limit` publishable rows for the rest of the caller's transaction: at most one per message group
+ * (aggregate_id: what SQS groups by, so Order/42 and Shipment/42 are one group; "aggregate" below means the
+ * group), its *head*, the smallest seq among its unpublished rows (dead letters included in strict mode, parked
  * otherwise). That one rule gives every ordering guarantee: a head locked by another relay is skipped (SKIP
  * LOCKED) and its successors are never looked at; a head in backoff or delayed (available_at in the future)
  * or dead in strict mode is not claimable and blocks its aggregate the same way.
@@ -81,7 +89,8 @@ interface ClaimRow extends ClaimedRow {
  * aggregate ("the first entry after the previous aggregate's key"): the entry it lands on is that aggregate's
  * head, whatever waits behind it. Each candidate head is then re-read by key and locked in a LATERAL
  * subquery (FOR UPDATE SKIP LOCKED cannot sit inside a recursive CTE), with the claimable test (not dead, not
- * published, available) rechecked on the locked version. The LIMIT sits above the lateral, so locked or
+ * published, available) rechecked on the locked version. A head delayed beyond MAX_DELAY_MS is claimed too,
+ * flagged `delayed_beyond`, so the round dead-letters it as malformed rather than leave its group blocked. The LIMIT sits above the lateral, so locked or
  * blocked heads do not count towards it: the claim moves on to the next aggregate until the batch is full or
  * it has examined `EXAMINE_PER_CLAIMED_ROW` × limit aggregates. The cost is thus one or two descents per
  * aggregate examined, never per waiting row: measured (bench (6)) 1.6 ms of execution and 909 buffers per claim
@@ -98,9 +107,9 @@ interface ClaimRow extends ClaimedRow {
  * Which row was the last examined is known only when the batch was not filled (then every candidate was
  * read); `scan_end` reports it, gated by a one-time filter so a full claim does not read further.
  *
- * Why the indexes (0003): in the default mode `pending_live` (aggregate_type, aggregate_id, seq) holds live
- * pending rows only, so a parked dead letter is never walked over; strict mode walks `pending_aggregate`, which
- * keeps dead letters so a dead head blocks its aggregate. `pending_seq` was dropped: with statistics taken
+ * Why the indexes (0007; 0003's by type and id before the group became the unit): in the default mode
+ * `pending_group_live` (aggregate_id, seq) holds live pending rows only, so a parked dead letter is never
+ * walked over; strict mode walks `pending_group`, which keeps dead letters so a dead head blocks its group. `pending_seq` was dropped: with statistics taken
  * when nothing was pending (a healthy outbox's normal state), the planner preferred reading all of it and
  * sorting for each step (30 s for one claim above). test/claim.plan.test.ts checks the plan on such statistics.
  * Dead index entries of just-published rows sit in front of an aggregate's head until vacuum (0001 runs it at
@@ -119,55 +128,57 @@ export async function claimBatch(
     : "p.processed_at is null and p.dead_lettered_at is null";
   const walk = (name: string, bound: string) =>
     `${name} as (
-       (select p.aggregate_type, p.aggregate_id, p.seq, 1 as n
+       (select p.aggregate_id, p.seq, 1 as n
         from ${names.qualified} as p
         where ${pending} and ${bound}
-        order by p.aggregate_type, p.aggregate_id, p.seq
+        order by p.aggregate_id, p.seq
         limit 1)
        union all
-       select next.aggregate_type, next.aggregate_id, next.seq, prev.n + 1
+       select next.aggregate_id, next.seq, prev.n + 1
        from ${name} as prev
        cross join lateral (
-         select p.aggregate_type, p.aggregate_id, p.seq
+         select p.aggregate_id, p.seq
          from ${names.qualified} as p
          where ${pending}
-           and (p.aggregate_type, p.aggregate_id) > (prev.aggregate_type, prev.aggregate_id)
+           and p.aggregate_id > prev.aggregate_id
            and ${bound}
-         order by p.aggregate_type, p.aggregate_id, p.seq
+         order by p.aggregate_id, p.seq
          limit 1
        ) as next
-       where prev.n < $4::integer
+       where prev.n < $3::integer
      )`;
   const { rows } = await db.query<ClaimRow>(
     `with recursive
-     ${walk("after_cursor", "(p.aggregate_type, p.aggregate_id) > ($2::text, $3::text)")},
-     ${walk("up_to_cursor", "(p.aggregate_type, p.aggregate_id) <= ($2::text, $3::text)")},
+     ${walk("after_cursor", "p.aggregate_id > $2::text")},
+     ${walk("up_to_cursor", "p.aggregate_id <= $2::text")},
      candidates as (
        select 0 as lap, * from after_cursor
        union all
        select 1 as lap, * from up_to_cursor
-       limit $4::integer
+       limit $3::integer
      ),
      claimed as (
        select o.*, c.lap as scan_lap, c.n as scan_n
        from candidates as c
        cross join lateral (
          select o.id, o.seq, o.aggregate_type, o.aggregate_id, o.event_type, o.attempts, o.transient_failures,
-                o.created_at
+                o.created_at,
+                case when o.available_at > now() + $5::bigint * interval '1 millisecond'
+                     then o.available_at::text end as delayed_beyond
          from ${names.qualified} as o
-         where o.aggregate_type = c.aggregate_type and o.aggregate_id = c.aggregate_id and o.seq = c.seq
+         where o.aggregate_id = c.aggregate_id and o.seq = c.seq
            and o.processed_at is null
            and o.dead_lettered_at is null
-           and o.available_at <= now()
+           and (o.available_at <= now() or o.available_at > now() + $5::bigint * interval '1 millisecond')
          for update skip locked
        ) as o
        limit $1::integer
      ),
      scan_end as (
-       select c.lap as scan_end_lap, c.aggregate_type as scan_end_type, c.aggregate_id as scan_end_id,
+       select c.lap as scan_end_lap, c.aggregate_id as scan_end_id,
               count(*) over () as scan_examined,
-              (c.aggregate_type, c.aggregate_id) >= ($5::text, $6::text) as scan_end_reaches_origin,
-              ($2::text, $3::text) >= ($5::text, $6::text) as cursor_reaches_origin
+              c.aggregate_id >= $4::text as scan_end_reaches_origin,
+              $2::text >= $4::text as cursor_reaches_origin
        from candidates as c
        where (select count(*) from claimed) < $1::integer
        order by c.lap desc, c.n desc
@@ -177,14 +188,7 @@ export async function claimBatch(
      from (values (1)) as one
      left join claimed on true
      left join scan_end on true`,
-    [
-      options.limit,
-      cursor.after.aggregateType,
-      cursor.after.aggregateId,
-      examine,
-      origin.aggregateType,
-      origin.aggregateId,
-    ],
+    [options.limit, cursor.after.aggregateId, examine, origin.aggregateId, MAX_DELAY_MS],
   );
   const claimed = rows.filter((row) => row.id !== null);
   advance(cursor, claimed, rows[0], { limit: options.limit, examine, origin });
@@ -193,7 +197,6 @@ export async function claimBatch(
       scan_lap,
       scan_n,
       scan_end_lap,
-      scan_end_type,
       scan_end_id,
       scan_examined,
       scan_end_reaches_origin,
@@ -213,7 +216,7 @@ function advance(
   cursor: ClaimCursor,
   claimed: ClaimRow[],
   first: ClaimRow | undefined,
-  scan: { limit: number; examine: number; origin: AggregateKey },
+  scan: { limit: number; examine: number; origin: GroupKey },
 ) {
   if (claimed.length === scan.limit) {
     const last = claimed.reduce((a, b) =>
@@ -222,12 +225,12 @@ function advance(
         ? b
         : a,
     );
-    cursor.after = { aggregateType: last.aggregate_type, aggregateId: last.aggregate_id };
+    cursor.after = { aggregateId: last.aggregate_id };
     cursor.sweepOrigin = null;
     cursor.sawAll = false;
     return;
   }
-  if (first === undefined || first.scan_end_type === null || first.scan_end_id === null) {
+  if (first === undefined || first.scan_end_id === null) {
     // Nothing pending at all.
     cursor.after = START;
     cursor.sweepOrigin = null;
@@ -241,7 +244,7 @@ function advance(
     first.scan_end_lap === 1
       ? startedBeforeOrigin || endsAtOrPastOrigin
       : startedBeforeOrigin && endsAtOrPastOrigin;
-  cursor.after = { aggregateType: first.scan_end_type, aggregateId: first.scan_end_id };
+  cursor.after = { aggregateId: first.scan_end_id };
   cursor.sawAll = examinedAll || reachedOrigin;
   cursor.sweepOrigin = cursor.sawAll ? null : scan.origin;
 }

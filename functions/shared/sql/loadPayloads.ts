@@ -29,6 +29,17 @@ export type LoadedPayload =
  */
 const STORED_BYTES_PER_TEXT_BYTE = 8;
 
+/**
+ * The most JSON text the relay asks the server to print for one row whose size it does not know from the insert
+ * trigger (text_bytes_bound null: inserted before migration 0006 or with its trigger disabled): 64 MiB, about
+ * 1.2-2 s of printing (35-54 MB/s measured). Printing is the one thing a backend does not stop for
+ * statement_timeout or pg_cancel_backend (migration 0006: 17 s into a 2 s timeout), so a row is printed only
+ * once its text is bounded below this ({{related:text_bound}} in 0006, a jsonpath walk over its numbers: 0.2 s
+ * for `[1e131000 x 7000]`); a row whose bound is over it is dead-lettered unprinted, naming the bound. Rows the
+ * trigger bounded (at most 1.5 MiB of text, or it refused them) are printed as before. Same cap as the trigger's.
+ */
+export const PRINT_CAP_BYTES = 67_108_864;
+
 /** SQLSTATE classes the data of one row can raise while being sized or loaded: data exception, program limit. */
 const ROW_DATA_ERROR = /^(22|54)/;
 
@@ -36,6 +47,9 @@ interface Row {
   id: string;
   payload_stored_bytes: number;
   headers_stored_bytes: number;
+  /** For a row inserted around the insert trigger (text_bytes_bound null): the bound on its text; else null. */
+  payload_bound?: string | null;
+  headers_bound?: string | null;
   payload_bytes: number | null;
   header_bytes: number | null;
   load: boolean;
@@ -71,9 +85,10 @@ interface Row {
  * A row whose text the database cannot produce (e.g. an expanding payload printing over 1 GB fails with
  * SQLSTATE 54000) fails the whole statement; the statement runs under a savepoint, and on a row-data error
  * (classes 22 and 54) each row is retried alone so only the culprit is reported unsendable. Other errors
- * (timeouts, lost connections) fail the round as before: they are not the row's fault. The limit of this: a
- * payload that is small when stored but whose text takes longer than the statement timeout to print (over
- * ~175 MB at 35 MB/s with the 5 s default; 200 MB printed in 2 s here) times out every round that claims it.
+ * (timeouts, lost connections) fail the round as before: they are not the row's fault. What no statement here
+ * does any more is print a row whose text is unbounded: before migration 0006 a payload small when stored but
+ * huge when printed (`[1e131000 x 7000]`: 1.9 KB, 917 MB of text) kept the backend printing, and holding the
+ * claim's locks, long after the relay gave up on the statement; see PRINT_CAP_BYTES.
  */
 export async function loadPayloads(
   db: Queryable,
@@ -165,7 +180,8 @@ async function loadDirectly(
             case when f.fits then s.text end as payload, case when f.fits then o.headers end as headers
      from ${names.qualified} as o
      cross join lateral (
-       select pg_column_compression(o.payload) is null and pg_column_compression(o.headers) is null
+       select o.text_bytes_bound is not null
+              and pg_column_compression(o.payload) is null and pg_column_compression(o.headers) is null
               and pg_column_size(o.payload) <= $2::bigint and pg_column_size(o.headers) <= $2::bigint as direct
        offset 0
      ) as g
@@ -268,10 +284,11 @@ async function query(
   const { rows } = await db.query<Row>(
     `with recursive walk as (
        select 0::bigint as rn, null::uuid as id, 0 as payload_stored_bytes, 0 as headers_stored_bytes,
-              0::bigint as payload_bytes, 0::bigint as header_bytes, false as load, null::text as payload,
+              null::bigint as payload_bound, null::bigint as headers_bound, 0::bigint as payload_bytes, 0::bigint as header_bytes, false as load, null::text as payload,
               null::jsonb as headers, 0::bigint as total, 0::bigint as loaded, true as go_on
        union all
-       select w.rn + 1, s.id, s.payload_stored_bytes, s.headers_stored_bytes, k.payload_bytes, s.header_bytes, d.load,
+       select w.rn + 1, s.id, s.payload_stored_bytes, s.headers_stored_bytes, s.payload_bound, s.headers_bound,
+              k.payload_bytes, s.header_bytes, d.load,
               case when d.load then s.text end, case when d.load then s.headers end,
               w.total + case when d.load then k.payload_bytes + s.header_bytes else 0 end,
               w.loaded + d.load::integer,
@@ -279,14 +296,23 @@ async function query(
        from walk as w
        cross join lateral (
          select o.id, pg_column_size(o.payload) as payload_stored_bytes,
-                pg_column_size(o.headers) as headers_stored_bytes,
-                case when pg_column_size(o.payload) <= $2::bigint then o.payload::text end as text,
-                case when pg_column_size(o.headers) <= $2::bigint then (
+                pg_column_size(o.headers) as headers_stored_bytes, b.payload_bound, b.headers_bound,
+                case when pg_column_size(o.payload) <= $2::bigint and coalesce(b.payload_bound <= $6::bigint, true)
+                     then o.payload::text end as text,
+                case when pg_column_size(o.headers) <= $2::bigint and coalesce(b.headers_bound <= $6::bigint, true)
+                     then (
                   select coalesce(sum(octet_length(h.key) + 6 + coalesce(octet_length(h.value), 0)), 0)
                   from jsonb_each_text(o.headers) as h
                 ) end as header_bytes,
                 o.headers
          from ${names.qualified} as o
+         cross join lateral (
+           select case when o.text_bytes_bound is null then ${names.related("text_bound")}(o.payload) end
+                    as payload_bound,
+                  case when o.text_bytes_bound is null then ${names.related("text_bound")}(o.headers) end
+                    as headers_bound
+           offset 0
+         ) as b
          where o.id = ($1::uuid[])[w.rn + 1]
          offset 0
        ) as s
@@ -302,8 +328,8 @@ async function query(
        ) as d
        where w.go_on and w.rn < cardinality($1::uuid[])
      )
-     select id, payload_stored_bytes, headers_stored_bytes, payload_bytes::integer, header_bytes, load, payload,
-            headers
+     select id, payload_stored_bytes, headers_stored_bytes, payload_bound, headers_bound, payload_bytes::integer,
+            header_bytes, load, payload, headers
      from walk
      where rn > 0
      order by rn`,
@@ -313,6 +339,7 @@ async function query(
       limits.maxMessageBytes,
       budgetBytes,
       loadFirst,
+      PRINT_CAP_BYTES,
     ],
   );
   return rows;
@@ -321,6 +348,24 @@ async function query(
 function toLoaded(row: Row, limits: PayloadLimits): LoadedPayload {
   const limit = limits.maxMessageBytes;
   const notLoaded = "; dead-lettered without loading it";
+  if (row.payload_bytes === null && overPrintCap(row.payload_bound)) {
+    return {
+      id: row.id,
+      status: "unsendable",
+      error:
+        `payload: its JSON text could be up to ${row.payload_bound} bytes (numbers print in full), more than ` +
+        `the ${PRINT_CAP_BYTES} the relay prints to size a row; not printed, dead-lettered without loading it`,
+    };
+  }
+  if (row.header_bytes === null && overPrintCap(row.headers_bound)) {
+    return {
+      id: row.id,
+      status: "unsendable",
+      error:
+        `headers: their JSON text could be up to ${row.headers_bound} bytes (numbers print in full), more than ` +
+        `the ${PRINT_CAP_BYTES} the relay prints to size a row; not printed, dead-lettered without loading it`,
+    };
+  }
   if (row.payload_bytes === null) {
     return {
       id: row.id,
@@ -362,6 +407,10 @@ function toLoaded(row: Row, limits: PayloadLimits): LoadedPayload {
     headers: row.headers,
     bytes: row.payload_bytes + headerBytes,
   };
+}
+
+function overPrintCap(bound: string | null | undefined): boolean {
+  return bound !== null && bound !== undefined && BigInt(bound) > BigInt(PRINT_CAP_BYTES);
 }
 
 function isRowDataError(error: unknown): boolean {

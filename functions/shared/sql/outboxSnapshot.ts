@@ -28,10 +28,11 @@ export interface OutboxSnapshot {
 /**
  * The statements, exported so a test can EXPLAIN them. Both read unpublished rows only, through the partial
  * indexes, so their cost follows the backlog, not the millions of published rows waiting for the purge:
- * - by event type: `processed_at is null` is exactly the pending_aggregate index's predicate, so the planner
+ * - by event type: `processed_at is null` is exactly the pending_group index's predicate (0007), so the planner
  *   reads pending rows and dead letters through it (bitmap scan) and aggregates them in one pass;
  * - blocked aggregates: candidates (in backoff, or dead) come from the same index, and "is it the head?" is
- *   one pending_aggregate descent per candidate, as in the claim query.
+ *   one pending_group descent per candidate, as in the claim query: blocked counts message groups
+ *   (aggregate_id), the claim's ordering unit.
  */
 export function outboxSnapshotStatements(names: OutboxNames) {
   return {
@@ -52,8 +53,7 @@ export function outboxSnapshotStatements(names: OutboxNames) {
          and o.seq = (
            select min(head.seq)
            from ${names.qualified} as head
-           where head.aggregate_type = o.aggregate_type
-             and head.aggregate_id = o.aggregate_id
+           where head.aggregate_id = o.aggregate_id
              and head.processed_at is null
          )`,
   };

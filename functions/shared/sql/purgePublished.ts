@@ -60,7 +60,21 @@ export function purgeStatements(names: OutboxNames) {
        limit $2::integer
        for update skip locked
      ))`;
-  return { published: deleteOldest("processed_at"), deadLetters: deleteOldest("dead_lettered_at") };
+  // Published rows leave their group's high-water mark behind (migration 0006), in the same statement, so no
+  // purge can delete a successor without redrive knowing a dead letter of its group was overtaken (issue 21).
+  // `where ... <` keeps a group's row untouched (no new tuple) when an older batch comes after a newer one.
+  const published = `with deleted as (
+       ${deleteOldest("processed_at")}
+       returning aggregate_id, seq
+     ),
+     marked as (
+       insert into ${names.related("group_high_water")} as h (aggregate_id, purged_published_seq)
+       select aggregate_id, max(seq) from deleted group by aggregate_id
+       on conflict (aggregate_id) do update set purged_published_seq = excluded.purged_published_seq
+         where h.purged_published_seq < excluded.purged_published_seq
+     )
+     select count(*)::integer as deleted from deleted`;
+  return { published, deadLetters: deleteOldest("dead_lettered_at") };
 }
 
 /**
@@ -72,8 +86,11 @@ export async function purgePublished(
   names: OutboxNames,
   options: { before: Date; limit: number },
 ): Promise<number> {
-  const result = await db.query(purgeStatements(names).published, [options.before, options.limit]);
-  return result.rowCount ?? 0;
+  const { rows } = await db.query<{ deleted: number }>(purgeStatements(names).published, [
+    options.before,
+    options.limit,
+  ]);
+  return rows[0]?.deleted ?? 0;
 }
 
 /**

@@ -20,8 +20,10 @@ export interface RedrivenEvent {
   /** Attempts it had used before the redrive (now reset to 0). */
   previous_attempts: number;
   /**
-   * A later event of the same aggregate was already published (dead letters are parked, not blocking, unless
-   * RELAY_STRICT_ORDER): this one will reach consumers after its successors.
+   * A later event of the same message group (aggregate_id, any aggregate type) was already published, even if
+   * the purge has since deleted it (the group's high-water mark, migration 0006), or was being published by a
+   * relay round the redrive waited for: dead letters are parked, not blocking, unless RELAY_STRICT_ORDER, so this
+   * one will reach consumers after its successors.
    */
   overtaken: boolean;
 }
@@ -73,6 +75,33 @@ export async function redriveDeadLetters(
   checkRedriveSelector(selector);
 
   const ids = selector.ids !== undefined && selector.ids.length > 0 ? [...selector.ids] : null;
+  const params = [
+    ids,
+    selector.eventType ?? null,
+    selector.aggregateType ?? null,
+    selector.aggregateId ?? null,
+  ];
+  // A successor claimed by a relay round right now is pending until that round commits, and may then be
+  // published: wait for such rounds (their row locks) before deciding, and hold the successors meanwhile so no
+  // round claims one before the redriven event is pending again (it then goes first: the smaller seq is the head).
+  // Bounded by the relay's own timeouts (a round holds its locks at most RELAY_PUBLISH_TIMEOUT_MS + 3 x
+  // RELAY_STATEMENT_TIMEOUT_MS) and by the caller's query timeout.
+  await db.query(
+    `select 1
+     from ${names.qualified} as later
+     where later.processed_at is null and later.dead_lettered_at is null
+       and exists (
+         select 1 from ${names.qualified} as o
+         where o.dead_lettered_at is not null
+           and o.aggregate_id = later.aggregate_id and o.seq < later.seq
+           and ($1::uuid[] is null or o.id = any($1::uuid[]))
+           and ($2::text is null or o.event_type = $2::text)
+           and ($3::text is null or o.aggregate_type = $3::text)
+           and ($4::text is null or o.aggregate_id = $4::text)
+       )
+     for update of later`,
+    params,
+  );
   const { rows } = await db.query<RedrivenEvent>(
     `update ${names.qualified} as o
      set dead_lettered_at = null,
@@ -90,15 +119,18 @@ export async function redriveDeadLetters(
        and ($3::text is null or o.aggregate_type = $3::text)
        and ($4::text is null or o.aggregate_id = $4::text)
      returning o.id, o.seq, o.aggregate_type, o.aggregate_id, o.event_type, d.attempts as previous_attempts,
-               exists (
-                 select 1
-                 from ${names.qualified} as later
-                 where later.aggregate_type = o.aggregate_type
-                   and later.aggregate_id = o.aggregate_id
-                   and later.seq > o.seq
-                   and later.processed_at is not null
-               ) as overtaken`,
-    [ids, selector.eventType ?? null, selector.aggregateType ?? null, selector.aggregateId ?? null],
+               (exists (
+                  select 1
+                  from ${names.qualified} as later
+                  where later.aggregate_id = o.aggregate_id
+                    and later.seq > o.seq
+                    and later.processed_at is not null
+                ) or exists (
+                  select 1
+                  from ${names.related("group_high_water")} as h
+                  where h.aggregate_id = o.aggregate_id and h.purged_published_seq > o.seq
+                )) as overtaken`,
+    params,
   );
   return rows.sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)));
 }
