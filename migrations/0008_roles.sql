@@ -45,3 +45,8 @@ grant update (processed_at, attempts, transient_failures, last_error, available_
 
 grant select, delete on {{table}} to outbox_purge;
 grant update (last_error) on {{table}} to outbox_purge;
+
+-- The purge's DELETE records each group's highest purged published seq (0006's high-water table), which redrive
+-- reads to know what a dead letter would overtake; the relay only reads the outbox and calls 0006's functions
+-- (EXECUTE is PUBLIC's by default; outbox_order_key_state is SECURITY DEFINER).
+grant select, insert, update on {{related:group_high_water}} to outbox_purge;
