@@ -21,6 +21,8 @@ describe("withTransaction", () => {
 
   it("runs read committed whatever default_transaction_isolation the database sets", async () => {
     const client = await db.pool.connect();
+    // The stand-in pool below must not release the session; the test does, with the real release.
+    const release = client.release.bind(client);
     try {
       await client.query("set default_transaction_isolation = 'repeatable read'");
       const pool = { connect: async () => Object.assign(client, { release: () => {} }) };
@@ -31,7 +33,7 @@ describe("withTransaction", () => {
       expect(level).toBe("read committed");
     } finally {
       await client.query("reset default_transaction_isolation");
-      client.release();
+      release();
     }
   });
 });
