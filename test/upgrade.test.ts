@@ -22,7 +22,8 @@ import { createFifoQueue } from "./support/sqs.ts";
  * the old relay kept working against each new schema; prints the time each migration took.
  *
  * Size: UPGRADE_PUBLISHED_ROWS (default 1,000,000) published rows and UPGRADE_PENDING_ROWS (default 10,000)
- * pending ones, made with generate_series. `npm run test:upgrade` runs a heavier size by itself.
+ * pending ones, made with generate_series. `npm test` runs it by itself (vitest.upgrade.config.ts);
+ * `npm run test:upgrade:large` at 5M rows.
  */
 const PUBLISHED = Number(process.env.UPGRADE_PUBLISHED_ROWS ?? 1_000_000);
 const PENDING = Number(process.env.UPGRADE_PENDING_ROWS ?? 10_000);
