@@ -37,6 +37,21 @@ export interface MigrateResult {
   alreadyApplied: string[];
 }
 
+/**
+ * The Postgres majors the package is tested on (README "Supported Postgres versions"; the test matrix runs each).
+ * An older server is refused before anything is applied: none has been tested, and AWS supports none of them any
+ * more. A newer one is let through, since it is where an upgrade goes next.
+ */
+export const SUPPORTED_POSTGRES = [14, 15, 16, 17] as const;
+
+export function refuseUnsupportedServer(versionNum: number, version: string): void {
+  if (versionNum >= SUPPORTED_POSTGRES[0] * 10_000) return;
+  throw new MigrationError(
+    `Postgres ${version} is not supported: the outbox is tested on Postgres ${SUPPORTED_POSTGRES.slice(0, -1).join(", ")} ` +
+      `and ${SUPPORTED_POSTGRES.at(-1)} (README, Supported Postgres versions); upgrade the database first`,
+  );
+}
+
 const FILE_NAME = /^\d{4}_[a-z0-9_]+\.sql$/;
 const FIRST_MIGRATION = "0001_outbox_events.sql";
 
@@ -98,6 +113,12 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
   const names = outboxNames(options);
   const migrations = await readMigrations(options.migrationsDir ?? defaultMigrationsDir());
   const result: MigrateResult = { applied: [], alreadyApplied: [] };
+  await withTransaction(pool, async (client) => {
+    const { rows } = await client.query<{ num: string; text: string }>(
+      "select current_setting('server_version_num') as num, current_setting('server_version') as text",
+    );
+    refuseUnsupportedServer(Number(rows[0]?.num), rows[0]?.text ?? "unknown");
+  });
 
   for (const migration of migrations) {
     const applied = NO_TRANSACTION.test(migration.sql)
