@@ -1,8 +1,10 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // Run by itself after the suite (vitest.upgrade.config.ts): its million-row load would starve the others.
+    exclude: [...configDefaults.exclude, "test/upgrade.test.ts"],
     globalSetup: ["test/support/globalSetup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,

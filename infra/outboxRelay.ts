@@ -32,7 +32,7 @@ import {
   outboxFunction,
   PROJECT_ROOT,
 } from "./lambdas.ts";
-import { DEFAULT_MIGRATIONS_DIR, hashMigrations, migrationsResource } from "./migrations.ts";
+import { DEFAULT_MIGRATIONS_DIR, hashMigrations, MIGRATE_TIMEOUT, migrationsResource } from "./migrations.ts";
 import { claimMetricsIdentity, DEFAULT_METRICS_NAMESPACE, defaultServicePrefix } from "./naming.ts";
 import { functionSecurityGroups, withBusEndpoint } from "./network.ts";
 import {
@@ -358,8 +358,8 @@ export class OutboxRelay extends Construct {
         role,
         logGroup,
         // Lock waits are bounded by the runner's lock_timeout and retries (functions/shared/migrate.ts, ~2 min at
-        // most); 5 minutes leaves room for the DDL itself, well under the provider framework's 15 minutes.
-        timeout: Duration.minutes(5),
+        // most); a concurrent index build grows with the table: infra/migrations.ts has the figures.
+        timeout: MIGRATE_TIMEOUT,
         memorySize: 256,
         environment: {
           ...this.#databaseEnv(migrationSecret),

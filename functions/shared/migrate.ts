@@ -37,6 +37,21 @@ export interface MigrateResult {
   alreadyApplied: string[];
 }
 
+/**
+ * The Postgres majors the package is tested on (README "Supported Postgres versions"; the test matrix runs each).
+ * An older server is refused before anything is applied: none has been tested, and AWS supports none of them any
+ * more. A newer one is let through, since it is where an upgrade goes next.
+ */
+export const SUPPORTED_POSTGRES = [14, 15, 16, 17] as const;
+
+export function refuseUnsupportedServer(versionNum: number, version: string): void {
+  if (versionNum >= SUPPORTED_POSTGRES[0] * 10_000) return;
+  throw new MigrationError(
+    `Postgres ${version} is not supported: the outbox is tested on Postgres ${SUPPORTED_POSTGRES.slice(0, -1).join(", ")} ` +
+      `and ${SUPPORTED_POSTGRES.at(-1)} (README, Supported Postgres versions); upgrade the database first`,
+  );
+}
+
 const FILE_NAME = /^\d{4}_[a-z0-9_]+\.sql$/;
 const FIRST_MIGRATION = "0001_outbox_events.sql";
 
@@ -90,12 +105,20 @@ async function readMigrations(dir: string) {
  * CLI) serialize instead of racing, and the loser finds the file recorded and skips it. `_xact_` locks end
  * with the transaction, which keeps RDS Proxy from pinning the session.
  * A recorded file whose content changed is an error: migrations are forward-only.
- * A file whose first line is `-- migrate: no-transaction` runs outside a transaction (see applyWithoutTransaction).
+ * A file whose first line is `-- migrate: no-transaction` runs outside a transaction (see applyWithoutTransaction);
+ * it takes two connections from `pool` at once. Nothing here needs a session to outlive a transaction, so the
+ * runner works through a transaction pooler (pgbouncer in transaction mode, RDS Proxy) as well as directly.
  */
 export async function migrate(pool: SessionPool, options: MigrateOptions = {}): Promise<MigrateResult> {
   const names = outboxNames(options);
   const migrations = await readMigrations(options.migrationsDir ?? defaultMigrationsDir());
   const result: MigrateResult = { applied: [], alreadyApplied: [] };
+  await withTransaction(pool, async (client) => {
+    const { rows } = await client.query<{ num: string; text: string }>(
+      "select current_setting('server_version_num') as num, current_setting('server_version') as text",
+    );
+    refuseUnsupportedServer(Number(rows[0]?.num), rows[0]?.text ?? "unknown");
+  });
 
   for (const migration of migrations) {
     const applied = NO_TRANSACTION.test(migration.sql)
@@ -208,10 +231,17 @@ async function run(client: Queryable, name: string, sql: string) {
 
 /**
  * For `create index concurrently` on a busy table, which Postgres refuses inside a transaction. Runners serialize
- * on a session-level advisory lock held for the file's duration (it pins an RDS Proxy session only while
- * migrating), taken by polling `pg_try_advisory_lock`: a runner *blocked* on the lock would sit in a statement
- * holding a snapshot, which the concurrent build waits for while that runner waits for the build's lock, a
- * deadlock. Its own key, for the same reason: a runner still at an earlier file must not block on it either.
+ * on a transaction-scoped advisory lock that a second session holds for the file's duration: a transaction that
+ * took only that lock holds no snapshot and no table lock while it sits idle, so the concurrent build does not
+ * wait for it, and it keeps its server connection behind a transaction pooler (pgbouncer in transaction mode,
+ * RDS Proxy) without pinning anything. A session-level lock would not: behind pgbouncer the statements that
+ * follow it run on whichever backend is free, and the lock stays behind on one that other clients then use
+ * (tested in test/pooler.test.ts). The lock is polled with `pg_try_advisory_xact_lock`, each failed try in a
+ * transaction of its own: a runner *blocked* on the lock would sit in a statement holding a snapshot, which the
+ * concurrent build waits for while that runner waits for the build's lock, a deadlock. Its own key, for the same
+ * reason: a runner still at an earlier file must not block on it either. The holding transaction turns off
+ * idle_in_transaction_session_timeout for itself, which a parameter group may set; if its session dies anyway
+ * (runner killed), the lock ends with it.
  * Statements run one by one, autocommitted: the file must hold plain statements, each ending with `;` at the
  * end of a line. A concurrent build that failed half way (lock timeout, cancel, crash) leaves an INVALID index
  * under its name, which `if not exists` would then silently accept: it is dropped before the build is retried.
@@ -224,41 +254,70 @@ async function applyWithoutTransaction(
   names: OutboxNames,
   migration: Migration,
 ): Promise<boolean> {
-  const client = await pool.connect();
+  const lock = await holdNoTransactionLock(pool, noTransactionLockKey(names));
+  let client: SessionClient | undefined;
   const ignore = () => {};
-  client.on?.("error", ignore);
   let broken: Error | undefined;
   try {
-    const key = noTransactionLockKey(names);
-    for (;;) {
-      const { rows } = await client.query<{ locked: boolean }>(
-        "select pg_try_advisory_lock(hashtextextended($1, 0)) as locked",
-        [key],
-      );
-      if (rows[0]?.locked === true) break;
-      await sleep(LOCK_POLL_MS);
+    client = await pool.connect();
+    client.on?.("error", ignore);
+    if (await isRecorded(client, names, migration)) return false;
+    const statements = renderMigration(migration.sql, names)
+      .split(/;[ \t]*(?:\r?\n|$)/)
+      .filter((statement) => statement.replace(/--[^\n]*/g, "").trim() !== "");
+    for (const statement of statements) {
+      await dropInvalidIndexBuiltBy(client, names, migration.name, statement);
+      await run(client, migration.name, statement);
     }
-    try {
-      if (await isRecorded(client, names, migration)) return false;
-      const statements = renderMigration(migration.sql, names)
-        .split(/;[ \t]*(?:\r?\n|$)/)
-        .filter((statement) => statement.replace(/--[^\n]*/g, "").trim() !== "");
-      for (const statement of statements) {
-        await dropInvalidIndexBuiltBy(client, names, migration.name, statement);
-        await run(client, migration.name, statement);
-      }
-      await record(client, names, migration);
-      return true;
-    } finally {
-      await client.query("select pg_advisory_unlock(hashtextextended($1, 0))", [key]);
-    }
+    await record(client, names, migration);
+    return true;
   } catch (error) {
     broken = error as Error;
     throw error;
   } finally {
-    client.off?.("error", ignore);
-    client.release(broken instanceof MigrationError ? undefined : broken);
+    client?.off?.("error", ignore);
+    client?.release(broken instanceof MigrationError ? undefined : broken);
+    await lock.release();
   }
+}
+
+/** Takes the no-transaction files' lock in a transaction of a session of its own, and keeps it open. */
+async function holdNoTransactionLock(pool: SessionPool, key: string): Promise<{ release(): Promise<void> }> {
+  const client = await pool.connect();
+  const ignore = () => {};
+  client.on?.("error", ignore);
+  try {
+    for (;;) {
+      await client.query("begin");
+      const { rows } = await client.query<{ locked: boolean }>(
+        "select pg_try_advisory_xact_lock(hashtextextended($1, 0)) as locked",
+        [key],
+      );
+      if (rows[0]?.locked === true) {
+        // Parameterless, so sent with the simple protocol: it closes the unnamed portal of the statement above,
+        // which otherwise keeps that statement's snapshot (backend_xmin) for as long as the transaction sits
+        // idle, and the concurrent build would wait for this very transaction (seen: a hang on 17.10).
+        await client.query("select set_config('idle_in_transaction_session_timeout', '0', true)");
+        break;
+      }
+      await client.query("rollback");
+      await sleep(LOCK_POLL_MS);
+    }
+  } catch (error) {
+    client.off?.("error", ignore);
+    client.release(error as Error);
+    throw error;
+  }
+  return {
+    async release() {
+      let failed: Error | undefined;
+      await client.query("rollback").catch((error: Error) => {
+        failed = error;
+      });
+      client.off?.("error", ignore);
+      client.release(failed);
+    },
+  };
 }
 
 async function dropInvalidIndexBuiltBy(

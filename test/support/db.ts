@@ -5,12 +5,15 @@ import { withDatabase } from "./templateDatabase.ts";
 
 export interface TestDatabase {
   url: string;
+  directUrl: string;
   pool: pg.Pool;
 }
 
 /**
  * A database of this test file's own, cloned from the migrated template, so files run in parallel without
- * seeing each other's rows. Call at the top level of a test file; use the result inside tests.
+ * seeing each other's rows. Call at the top level of a test file; use the result inside tests. `url` and `pool`
+ * reach it the way the harness says (directly, or through pgbouncer with OUTBOX_TEST_POOLER=pgbouncer);
+ * `directUrl` always reaches the server itself, for what needs a session of its own.
  */
 export function useTestDatabase(): TestDatabase {
   const name = `outbox_test_${randomBytes(6).toString("hex")}`;
@@ -20,7 +23,8 @@ export function useTestDatabase(): TestDatabase {
     await admin.connect();
     await admin.query(`create database ${name} template ${inject("templateDatabase")}`);
     await admin.end();
-    state.url = withDatabase(inject("pgUrl"), name);
+    state.url = withDatabase(inject("pgAppServerUrl"), name);
+    state.directUrl = withDatabase(inject("pgUrl"), name);
     state.pool = new pg.Pool({ connectionString: state.url, max: 10 });
     // Tests terminate sessions on purpose; an idle client's error must not crash the worker.
     state.pool.on("error", () => {});

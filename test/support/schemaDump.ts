@@ -56,10 +56,21 @@ export async function dumpSchema(db: Queryable, schema = "public"): Promise<stri
       [schema],
     ],
   ];
+  // Postgres 14 and 15 print a view's columns qualified with their table (`outbox_events.id`); 16 and later
+  // leave out a qualifier that one table in scope makes needless. The dump is the same on every major the
+  // package supports (the version matrix compares it too), so the qualifiers of the schema's tables go.
+  const { rows: tables } = await db.query<{ name: string }>(
+    `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+     where n.nspname = $1 and c.relkind = 'r'`,
+    [schema],
+  );
+  const unqualify = (line: string) =>
+    tables.reduce((text, { name }) => text.replaceAll(new RegExp(`\\b${name}\\.(?=\\w)`, "g"), ""), line);
   const out: string[] = [];
   for (const [title, sql, values] of sections) {
     const { rows } = await db.query<{ line: string }>(sql, values);
-    out.push(`-- ${title}`, ...rows.map((row) => row.line.trimEnd()), "");
+    const lines = rows.map((row) => row.line.trimEnd());
+    out.push(`-- ${title}`, ...(title === "views" ? lines.map(unqualify) : lines), "");
   }
   return out.join("\n");
 }

@@ -1,7 +1,12 @@
 import pg from "pg";
 import type { Queryable } from "../../functions/shared/db.ts";
 
-/** A session of its own (not from a pool), with its backend pid, so other sessions can see what it waits for. */
+/**
+ * A connection of its own (not from a pool), with its backend pid, so other sessions can see what it waits for.
+ * Behind a transaction pooler (OUTBOX_TEST_POOLER=pgbouncer) a connection is on one backend only for the length
+ * of a transaction, so `pid` is read again after every `begin` the test sends: it is the backend of the
+ * transaction the test then watches, with or without a pooler.
+ */
 export interface Session {
   client: pg.Client;
   pid: number;
@@ -10,8 +15,17 @@ export interface Session {
 export async function openSession(url: string): Promise<Session> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
-  const { rows } = await client.query<{ pid: number }>("select pg_backend_pid() as pid");
-  return { client, pid: rows[0]?.pid as number };
+  const backendPid = async () =>
+    (await send.call(client, "select pg_backend_pid() as pid")).rows[0]?.pid as number;
+  const send = client.query as (this: pg.Client, text: string) => Promise<pg.QueryResult>;
+  const session: Session = { client, pid: 0 };
+  client.query = (async (...args: [string, ...unknown[]]) => {
+    const result = await (send as (...a: unknown[]) => Promise<pg.QueryResult>).apply(client, args);
+    if (typeof args[0] === "string" && /^\s*begin\b/i.test(args[0])) session.pid = await backendPid();
+    return result;
+  }) as typeof client.query;
+  session.pid = await backendPid();
+  return session;
 }
 
 /** Whether backend `pid` is waiting for a lock right now: how a test knows a session blocked, without sleeping. */

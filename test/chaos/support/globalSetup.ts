@@ -1,5 +1,5 @@
 import type { TestProject } from "vitest/node";
-import { startPostgres } from "../../../local/postgres.ts";
+import { serverVersion, startPostgres } from "../../../local/postgres.ts";
 import { createMigratedTemplate } from "../../support/templateDatabase.ts";
 
 const TEMPLATE = "outbox_chaos_template";
@@ -14,6 +14,9 @@ export default async function setup(project: TestProject) {
   await createMigratedTemplate(postgres.url, TEMPLATE);
   project.provide("pgUrl", postgres.url);
   project.provide("pgSource", postgres.source);
+  project.provide("pgVersion", postgres.version ?? (await serverVersion(postgres.url)));
+  project.provide("pgAppServerUrl", postgres.url);
+  project.provide("pooler", "none");
   project.provide("templateDatabase", TEMPLATE);
   return async () => {
     await postgres.stop();
