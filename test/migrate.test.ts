@@ -54,7 +54,11 @@ describe("migrate", () => {
         { table_schema: "Billing Events", table_name: "Out-box$events", table_type: "BASE TABLE" },
         { table_schema: "Billing Events", table_name: "Out-box$events_migrations", table_type: "BASE TABLE" },
         { table_schema: "Billing Events", table_name: "Out-box$events_dead_letters", table_type: "VIEW" },
-        { table_schema: "Billing Events", table_name: "Out-box$events_group_high_water", table_type: "BASE TABLE" },
+        {
+          table_schema: "Billing Events",
+          table_name: "Out-box$events_group_high_water",
+          table_type: "BASE TABLE",
+        },
       ].sort((a, b) => a.table_name.localeCompare(b.table_name)),
     );
   });
