@@ -21,7 +21,8 @@ beforeAll(async () => {
       `the Postgres restart scenario needs an embedded server (restart()), got ${server.source}`,
     );
   }
-  const pool = new pg.Pool({ connectionString: server.url, max: 1 });
+  // Two sessions: the runner holds a create-index-concurrently file's lock on a second one (functions/shared/migrate.ts).
+  const pool = new pg.Pool({ connectionString: server.url, max: 2 });
   await migrate(pool);
   await pool.end();
   fake = await startFakeSqs();
