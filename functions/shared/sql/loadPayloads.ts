@@ -348,24 +348,18 @@ async function query(
 function toLoaded(row: Row, limits: PayloadLimits): LoadedPayload {
   const limit = limits.maxMessageBytes;
   const notLoaded = "; dead-lettered without loading it";
-  if (row.payload_bytes === null && overPrintCap(row.payload_bound)) {
-    return {
-      id: row.id,
-      status: "unsendable",
-      error:
-        `payload: its JSON text could be up to ${row.payload_bound} bytes (numbers print in full), more than ` +
-        `the ${PRINT_CAP_BYTES} the relay prints to size a row; not printed, dead-lettered without loading it`,
-    };
-  }
-  if (row.header_bytes === null && overPrintCap(row.headers_bound)) {
-    return {
-      id: row.id,
-      status: "unsendable",
-      error:
-        `headers: their JSON text could be up to ${row.headers_bound} bytes (numbers print in full), more than ` +
-        `the ${PRINT_CAP_BYTES} the relay prints to size a row; not printed, dead-lettered without loading it`,
-    };
-  }
+  // A JSON text that could print past the cap is never printed: named and dead-lettered from its bound alone.
+  const unprinted = (what: string, bound: unknown): LoadedPayload => ({
+    id: row.id,
+    status: "unsendable",
+    error:
+      `${what} JSON text could be up to ${bound} bytes (numbers print in full), more than ` +
+      `the ${PRINT_CAP_BYTES} the relay prints to size a row; not printed, dead-lettered without loading it`,
+  });
+  if (row.payload_bytes === null && overPrintCap(row.payload_bound))
+    return unprinted("payload: its", row.payload_bound);
+  if (row.header_bytes === null && overPrintCap(row.headers_bound))
+    return unprinted("headers: their", row.headers_bound);
   if (row.payload_bytes === null) {
     return {
       id: row.id,
