@@ -19,15 +19,17 @@
 -- Its cost: one jsonpath walk over the row's numbers per insert, no printing (`npm run bench -- enqueue`, 16
 -- writers, with and without it: issue 21's closing note).
 --
--- In place, no table rewrite: a nullable column without a default is a catalog change. The locks: first SHARE
--- ROW EXCLUSIVE (what CREATE TRIGGER took in 0005), so every open transaction that inserted under the old
--- (type, id) key has ended before the new key is in force, and no writer of one group can hold the old key while
--- another takes the new one; then ADD COLUMN's ACCESS EXCLUSIVE for the rest of this short transaction (relays
--- wait too). Writers queue behind it for as long as it waits; the runner's lock_timeout (1 s) bounds that and
--- retries (functions/shared/migrate.ts). Measured on a 1M-row table: 33 ms in all (docs/operations.md,
--- "Upgrading to 0006 and 0007").
+-- In place, no table rewrite: a nullable column without a default is a catalog change. One lock, taken first and
+-- at its final strength: ACCESS EXCLUSIVE, so every open transaction that inserted under the old (type, id) key
+-- has ended before the new key is in force, and no writer of one group can hold the old key while another takes
+-- the new one. Not a weaker lock first and ADD COLUMN's later: a relay round holds ROW SHARE from its claim (FOR
+-- UPDATE) and asks for ROW EXCLUSIVE when it records the outcomes, so a migration holding SHARE ROW EXCLUSIVE
+-- while it waits for ACCESS EXCLUSIVE deadlocks with every round in flight (reproduced by test/upgrade.test.ts;
+-- test/migrate.lockUpgrade.test.ts holds every migration to it). Writers and relays queue behind it for as long
+-- as it waits; the runner's lock_timeout (1 s) bounds that and retries (functions/shared/migrate.ts). Measured on
+-- a 1M-row table: 33 ms in all (docs/operations.md, "Upgrading to 0006 and 0007").
 
-lock table {{table}} in share row exclusive mode;
+lock table {{table}} in access exclusive mode;
 
 alter table {{table}} add column text_bytes_bound integer;
 

@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type pg from "pg";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { MigrationError } from "../functions/shared/errors.ts";
 import { defaultMigrationsDir, migrate } from "../functions/shared/migrate.ts";
@@ -92,6 +92,21 @@ describe("migrate", () => {
       "select to_regclass('public.outbox_ok') as ok, to_regclass('public.outbox_half') as half",
     );
     expect(rows[0]).toEqual({ ok: "outbox_ok", half: null });
+  });
+
+  it("refuses a pool of one session before it changes anything (a concurrent index build needs two)", async () => {
+    const database = await emptyPool();
+    const single = new pg.Pool({ connectionString: database.options.connectionString, max: 1 });
+    cleanUpFirst(() => single.end());
+
+    const error = await migrate(single).catch((caught: unknown) => caught);
+
+    expect(error).toBeInstanceOf(MigrationError);
+    expect((error as Error).message).toMatch(
+      /^migrate needs a pool of at least 2 sessions, and this one has max: 1: 0003_claim_heads_index.sql builds/,
+    );
+    const { rows } = await database.query("select to_regclass('public.outbox_events') as events");
+    expect(rows[0]).toEqual({ events: null });
   });
 
   it("finds the package's migrations folder", () => {

@@ -124,6 +124,7 @@ describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleStr
     const previous = await loadPreviousRelay();
     const stopRelay = new AbortController();
     const rounds: { claimed: number; durationMs: number }[] = [];
+    const relayErrors: string[] = [];
     const relay = previous.runRelay(
       {
         pool,
@@ -131,6 +132,7 @@ describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleStr
         deadline: Date.now() + 600_000,
         signal: stopRelay.signal,
         onRound: (report) => rounds.push(report),
+        logger: { info() {}, warn() {}, error: (_message, fields) => relayErrors.push(String(fields.error)) },
       },
       { ...previous.DEFAULT_RELAY_OPTIONS, queueUrl, mode: "dwell", backoffBaseMs: 10, backoffMaxMs: 100 },
     );
@@ -197,6 +199,7 @@ describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleStr
     expect(timings.map((timing) => timing.file)).toEqual(pendingFiles);
     expect(written.flatMap((producer) => producer.errors)).toEqual([]);
     expect(Math.max(...latencies)).toBeLessThan(DEFAULT_LOCK_TIMEOUT_MS + INSERT_OWN_TIME_MS);
+    expect(relayErrors).toEqual([]);
     expect(summary.failedRounds).toBe(0);
     const committed = [
       ...backlog.map((row) => ({ id: row.id, seq: BigInt(row.seq), aggregateId: row.aggregate_id })),

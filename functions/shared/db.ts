@@ -24,6 +24,8 @@ export interface SessionClient extends Queryable {
 
 export interface SessionPool {
   connect(): Promise<SessionClient>;
+  /** pg.Pool's settings: what a caller that needs several sessions at once checks before it waits forever. */
+  readonly options?: { max?: number };
 }
 
 /**

@@ -113,6 +113,7 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
   const names = outboxNames(options);
   const migrations = await readMigrations(options.migrationsDir ?? defaultMigrationsDir());
   const result: MigrateResult = { applied: [], alreadyApplied: [] };
+  refuseSingleSessionPool(pool, migrations);
   await withTransaction(pool, async (client) => {
     const { rows } = await client.query<{ num: string; text: string }>(
       "select current_setting('server_version_num') as num, current_setting('server_version') as text",
@@ -137,6 +138,20 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
     (applied ? result.applied : result.alreadyApplied).push(migration.name);
   }
   return result;
+}
+
+/**
+ * A no-transaction file holds its lock on one session while it builds on another (applyWithoutTransaction): with
+ * a pool of one session the second `connect()` would wait forever, so such a pool is refused before anything runs.
+ */
+function refuseSingleSessionPool(pool: SessionPool, migrations: Migration[]) {
+  const max = pool.options?.max;
+  const needsTwo = migrations.find((migration) => NO_TRANSACTION.test(migration.sql));
+  if (max === undefined || max >= 2 || needsTwo === undefined) return;
+  throw new MigrationError(
+    `migrate needs a pool of at least 2 sessions, and this one has max: ${max}: ${needsTwo.name} builds an ` +
+      "index concurrently on one session while another holds the runners' lock. Pass a pool with max >= 2",
+  );
 }
 
 /**

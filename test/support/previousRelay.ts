@@ -28,6 +28,11 @@ export interface PreviousRelayModule {
       deadline: number;
       signal?: AbortSignal;
       onRound?(report: { claimed: number; published: number; failed: number; durationMs: number }): void;
+      logger?: {
+        info(message: string, fields: object): void;
+        warn(message: string, fields: object): void;
+        error(message: string, fields: { error?: unknown }): void;
+      };
     },
     options: Record<string, unknown>,
   ): Promise<{ published: number; failedRounds: number; lastError?: string; stoppedBy: string }>;
