@@ -1,5 +1,6 @@
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Queryable } from "../functions/shared/db.ts";
 import { runRelay } from "../functions/shared/relay.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
@@ -63,7 +64,8 @@ async function runScenario(db: TestDatabase): Promise<ScenarioResult> {
     },
     testRelayOptions(queueUrl, { mode: "dwell", parallelRounds: 2, idlePollMinMs: 1, idlePollMaxMs: 20 }),
   );
-  const observer = await openSession(db.url);
+  // Lock checks of all the races at once go through the pool: one client runs one query at a time.
+  const observer = db.pool;
   const result: ScenarioResult = { committed: [], secondWaited: 0, secondInserted: 0, deliveries: [] };
   try {
     const perAggregate = await Promise.all(
@@ -94,14 +96,13 @@ async function runScenario(db: TestDatabase): Promise<ScenarioResult> {
   } finally {
     stopRelay.abort();
     await relay;
-    await observer.client.end();
   }
   result.deliveries = fake.deliveries(queueName);
   return result;
 }
 
 async function raceOnce(
-  observer: Session,
+  observer: Queryable,
   first: Session,
   second: Session,
   aggregateId: string,
@@ -120,7 +121,7 @@ async function raceOnce(
     "producer 2's INSERT to return or to wait on a lock",
     async () => {
       if (secondEvent !== undefined) return true;
-      secondWaited = await waitsOnLock(observer.client, second.pid);
+      secondWaited = await waitsOnLock(observer, second.pid);
       return secondWaited;
     },
     10_000,
@@ -153,8 +154,8 @@ async function insertEvent(producer: Session, aggregateId: string): Promise<Comm
   return { id: row.id, seq: BigInt(row.seq), aggregateId };
 }
 
-async function pendingCount(observer: Session): Promise<number> {
-  const { rows } = await observer.client.query<{ n: number }>(
+async function pendingCount(observer: Queryable): Promise<number> {
+  const { rows } = await observer.query<{ n: number }>(
     "select count(*)::integer as n from outbox_events where processed_at is null and dead_lettered_at is null",
   );
   return rows[0]?.n ?? 0;
