@@ -405,6 +405,28 @@ describe("outbox relay", () => {
     expect(missing.stderr).toMatch(/queue .*no-such-queue\.fifo does not exist/);
   });
 
+  it("refuses to relay, exit 2, when the order key ran backwards (a restored sequence), and publishes nothing", async () => {
+    const queueUrl = await createFifoQueue(sqs, "cli-order-key");
+    const env = { OUTBOX_QUEUE_URL: queueUrl, AWS_ENDPOINT_URL: inject("awsEndpoint") };
+    await enqueue(db.pool, anEvent());
+    expect((await outbox(["relay", "--drain"], env)).code).toBe(0);
+    const { rows } = await db.pool.query<{ seq: string }>("select max(seq)::text as seq from outbox_events");
+    await db.pool.query("select setval('outbox_events_seq_seq', 1)");
+    const row = await enqueue(db.pool, anEvent({ aggregateId: "order-after-restore" }));
+    try {
+      const relay = await outbox(["relay", "--drain"], env);
+
+      expect(relay.code).toBe(2);
+      expect(relay.stderr).toMatch(
+        /the order key ran backwards: sequence outbox_events_seq_seq is at 2, below seq/,
+      );
+      expect((await rowState(row.id)).processed_at).toBeNull();
+    } finally {
+      await db.pool.query("delete from outbox_events where id = $1", [row.id]);
+      await db.pool.query("select setval('outbox_events_seq_seq', $1::bigint)", [rows[0]?.seq]);
+    }
+  });
+
   describe("on SIGTERM", () => {
     let fake: FakeSqs;
     beforeAll(async () => {

@@ -4,7 +4,7 @@ import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { createBusToQueue, eventBridgeClient } from "./support/eventBridge.ts";
 import { anEvent } from "./support/factories.ts";
-import { lambdaContext } from "./support/lambda.ts";
+import { lambdaContext, relayLambdaEnv } from "./support/lambda.ts";
 import { receiveAll, sqsClient } from "./support/sqs.ts";
 
 const db = useTestDatabase();
@@ -17,21 +17,18 @@ describe("relay Lambda handler with OUTBOX_EVENT_BUS_NAME", () => {
   beforeAll(async () => {
     const route = await createBusToQueue(events, sqs, SOURCE, "handler-bus");
     queueUrl = route.queueUrl;
-    Object.assign(process.env, {
-      DATABASE_URL: db.url,
-      OUTBOX_EVENT_BUS_NAME: `arn:aws:events:${LOCAL_AWS.region}:000000000000:event-bus/${route.busName}`,
-      OUTBOX_EVENT_SOURCE: SOURCE,
-      AWS_ENDPOINT_URL: inject("awsEndpoint"),
-      AWS_REGION: LOCAL_AWS.region,
-      AWS_ACCESS_KEY_ID: LOCAL_AWS.credentials.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: LOCAL_AWS.credentials.secretAccessKey,
-      RELAY_BUDGET_MARGIN_MS: "300",
-      // moto routes an event to an SQS target in ~0.6 s (10 events: 5.7-6.4 s measured).
-      RELAY_PUBLISH_TIMEOUT_MS: "30000",
-      RELAY_MODE: "drain",
-      RELAY_STATEMENT_TIMEOUT_MS: "200",
-      POWERTOOLS_LOG_LEVEL: "WARN",
-    });
+    Object.assign(
+      process.env,
+      relayLambdaEnv({
+        DATABASE_URL: db.url,
+        OUTBOX_EVENT_BUS_NAME: `arn:aws:events:${LOCAL_AWS.region}:000000000000:event-bus/${route.busName}`,
+        OUTBOX_EVENT_SOURCE: SOURCE,
+        AWS_ENDPOINT_URL: inject("awsEndpoint"),
+        // moto routes an event to an SQS target in ~0.6 s (10 events: 5.7-6.4 s measured).
+        RELAY_PUBLISH_TIMEOUT_MS: "30000",
+        RELAY_MODE: "drain",
+      }),
+    );
     delete process.env.OUTBOX_QUEUE_URL;
   });
   afterAll(() => {

@@ -15,6 +15,7 @@ import { outboxSnapshot, outboxSnapshotStatements } from "../functions/shared/sq
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { relayLambdaEnv } from "./support/lambda.ts";
 
 const db = useTestDatabase();
 
@@ -446,21 +447,20 @@ describe("Lambda handlers write EMF with the figures the database holds", () => 
     for (const name of ["POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_SERVICE_NAME", "POWERTOOLS_DEV"]) {
       delete process.env[name];
     }
-    Object.assign(process.env, {
-      DATABASE_URL: db.url,
-      OUTBOX_QUEUE_URL: QueueUrl,
-      AWS_ENDPOINT_URL: fake.url,
-      AWS_REGION: LOCAL_AWS.region,
-      AWS_ACCESS_KEY_ID: LOCAL_AWS.credentials.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: LOCAL_AWS.credentials.secretAccessKey,
-      RELAY_MODE: "drain",
-      RELAY_BUDGET_MARGIN_MS: "300",
-      RELAY_PUBLISH_TIMEOUT_MS: "1000",
-      RELAY_STATEMENT_TIMEOUT_MS: "500",
-      PURGE_BUDGET_MARGIN_MS: "500",
-      PURGE_STATEMENT_TIMEOUT_MS: "1000",
-      POWERTOOLS_LOG_LEVEL: "ERROR",
-    });
+    Object.assign(
+      process.env,
+      relayLambdaEnv({
+        DATABASE_URL: db.url,
+        OUTBOX_QUEUE_URL: QueueUrl as string,
+        AWS_ENDPOINT_URL: fake.url,
+        RELAY_MODE: "drain",
+        RELAY_PUBLISH_TIMEOUT_MS: "1000",
+        RELAY_STATEMENT_TIMEOUT_MS: "500",
+        PURGE_BUDGET_MARGIN_MS: "500",
+        PURGE_STATEMENT_TIMEOUT_MS: "1000",
+        POWERTOOLS_LOG_LEVEL: "ERROR",
+      }),
+    );
   });
   afterAll(async () => {
     await fake.close();

@@ -1,10 +1,9 @@
 import type { ScheduledEvent } from "aws-lambda";
 import { afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { enqueue } from "../functions/shared/enqueue.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
-import { lambdaContext } from "./support/lambda.ts";
+import { lambdaContext, relayLambdaEnv } from "./support/lambda.ts";
 import { drain, testRelayOptions } from "./support/relay.ts";
 import { createFifoQueue, sqsClient } from "./support/sqs.ts";
 
@@ -21,18 +20,15 @@ let queueUrl: string;
 
 beforeAll(async () => {
   queueUrl = await createFifoQueue(sqs, "order-key");
-  Object.assign(process.env, {
-    DATABASE_URL: db.url,
-    OUTBOX_QUEUE_URL: queueUrl,
-    AWS_ENDPOINT_URL: inject("awsEndpoint"),
-    AWS_REGION: LOCAL_AWS.region,
-    AWS_ACCESS_KEY_ID: LOCAL_AWS.credentials.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: LOCAL_AWS.credentials.secretAccessKey,
-    RELAY_BUDGET_MARGIN_MS: "300",
-    RELAY_PUBLISH_TIMEOUT_MS: "500",
-    RELAY_STATEMENT_TIMEOUT_MS: "200",
-    POWERTOOLS_LOG_LEVEL: "ERROR",
-  });
+  Object.assign(
+    process.env,
+    relayLambdaEnv({
+      DATABASE_URL: db.url,
+      OUTBOX_QUEUE_URL: queueUrl,
+      AWS_ENDPOINT_URL: inject("awsEndpoint"),
+      POWERTOOLS_LOG_LEVEL: "ERROR",
+    }),
+  );
 });
 afterEach(async () => {
   await db.pool.query(`alter sequence ${SEQUENCE} cache 1`);

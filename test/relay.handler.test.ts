@@ -2,11 +2,10 @@ import { CreateQueueCommand } from "@aws-sdk/client-sqs";
 import type { ScheduledEvent } from "aws-lambda";
 import { beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { enqueue } from "../functions/shared/enqueue.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
-import { lambdaContext } from "./support/lambda.ts";
+import { lambdaContext, relayLambdaEnv } from "./support/lambda.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "./support/sqs.ts";
 import { startStallingTcpProxy } from "./support/tcpProxy.ts";
 
@@ -29,18 +28,14 @@ describe("relay Lambda handler", () => {
   let queueUrl: string;
   beforeAll(async () => {
     queueUrl = await createFifoQueue(sqs, "handler");
-    Object.assign(process.env, {
-      DATABASE_URL: db.url,
-      OUTBOX_QUEUE_URL: queueUrl,
-      AWS_ENDPOINT_URL: inject("awsEndpoint"),
-      AWS_REGION: LOCAL_AWS.region,
-      AWS_ACCESS_KEY_ID: LOCAL_AWS.credentials.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: LOCAL_AWS.credentials.secretAccessKey,
-      RELAY_BUDGET_MARGIN_MS: "300",
-      RELAY_PUBLISH_TIMEOUT_MS: "500",
-      RELAY_STATEMENT_TIMEOUT_MS: "200",
-      POWERTOOLS_LOG_LEVEL: "WARN",
-    });
+    Object.assign(
+      process.env,
+      relayLambdaEnv({
+        DATABASE_URL: db.url,
+        OUTBOX_QUEUE_URL: queueUrl,
+        AWS_ENDPOINT_URL: inject("awsEndpoint"),
+      }),
+    );
   });
 
   it("publishes what is pending when invoked by the schedule, and returns its summary before the deadline", async () => {

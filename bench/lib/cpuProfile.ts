@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 
 export interface ProfileShare {
@@ -17,7 +18,8 @@ interface ProfileNode {
 /**
  * Samples this thread's CPU while `work` runs (V8's profiler through node:inspector, 0.5 ms interval) and
  * returns where its busy time went, by package, per event. Idle samples are dropped: they are waits for
- * Postgres and the endpoint, which the round profile measures instead.
+ * Postgres and the endpoint, which the round profile measures instead. With BENCH_CPU_PROFILE=<file> the raw
+ * profile is written there too, for Chrome DevTools or any .cpuprofile viewer (per function, call trees).
  */
 export async function profileThread<T>(
   work: () => Promise<T>,
@@ -32,6 +34,7 @@ export async function profileThread<T>(
     await session.post("Profiler.start");
     const result = await work();
     const { profile } = await session.post("Profiler.stop");
+    if (process.env.BENCH_CPU_PROFILE) writeFileSync(process.env.BENCH_CPU_PROFILE, JSON.stringify(profile));
     const nodes = new Map((profile.nodes as ProfileNode[]).map((node) => [node.id, node]));
     const byWhere = new Map<string, number>();
     profile.samples?.forEach((id, index) => {

@@ -72,6 +72,13 @@ export async function measureLatency(
     application_name: "bench-relay",
   });
   relayPool.on("error", () => {});
+  // Open as a warm container's are: the handler's pool outlives its invocations (60 s idle timeout, overlapping
+  // scheduled invocations), so a steady relay does not connect. Until 2026-12-02 every run's relay connected
+  // its sessions in its first rounds while the producer was already committing: those rounds took 180-270 ms
+  // (connect 70-115 ms each on the loaded 2-core machine) and put the run's max and much of its p99 on a cold
+  // start, which a container pays once.
+  const warm = await Promise.all(Array.from({ length: relayPool.options.max }, () => relayPool.connect()));
+  for (const session of warm) session.release();
   const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
   const queueUrl = await createBenchQueue(sqs, notify ? "latency-notify" : "latency-poll");
   const { destination, destroy } = relayDestination(endpoint.url, queueUrl, options);

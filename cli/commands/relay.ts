@@ -3,7 +3,13 @@ import { queryTimeoutFor } from "../../functions/shared/connection.ts";
 import { createDestination } from "../../functions/shared/destinations/create.ts";
 import { errorMessage } from "../../functions/shared/errors.ts";
 import { listenForOutboxInserts } from "../../functions/shared/notify.ts";
-import { type RelaySummary, roundReserveMs, runRelay } from "../../functions/shared/relay.ts";
+import { checkOrderKeyBeforeRelaying } from "../../functions/shared/orderKey.ts";
+import {
+  DEFAULT_RELAY_OPTIONS,
+  type RelaySummary,
+  roundReserveMs,
+  runRelay,
+} from "../../functions/shared/relay.ts";
 import { type RelayConfig, relayConfigFromEnv } from "../../functions/shared/relayConfig.ts";
 import { openOutboxDatabase } from "../database.ts";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "../errors.ts";
@@ -71,17 +77,17 @@ export function relayCommand(): Command {
     )
     .option(
       "--batch-size <n>",
-      "rows claimed per round (env RELAY_BATCH_SIZE, default 100)",
+      `rows claimed per round (env RELAY_BATCH_SIZE, default ${DEFAULT_RELAY_OPTIONS.batchSize})`,
       integerIn(1, 1000),
     )
     .option(
       "--concurrency <n>",
-      "SendMessageBatch / PutEvents requests in flight (env RELAY_CONCURRENCY, default 10)",
+      `SendMessageBatch / PutEvents requests in flight per round (env RELAY_CONCURRENCY, default ${DEFAULT_RELAY_OPTIONS.concurrency})`,
       integerIn(1, 100),
     )
     .option(
       "--max-attempts <n>",
-      "rejected tries before a dead letter (env RELAY_MAX_ATTEMPTS, default 10)",
+      `rejected tries before a dead letter (env RELAY_MAX_ATTEMPTS, default ${DEFAULT_RELAY_OPTIONS.maxAttempts})`,
       integerIn(1, 1000),
     )
     .option("--strict-order", "a dead letter blocks the rest of its aggregate (env RELAY_STRICT_ORDER)")
@@ -229,6 +235,7 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
       const started = Date.now();
       const deadline =
         started + Math.min(options.invocationMs, config.maxDurationMs ?? Number.POSITIVE_INFINITY);
+      await checkOrderKeyBeforeRelaying(database.pool, database.names, config.relay.statementTimeoutMs);
       const wakeUp = config.listen ? await listenForOutboxInserts(database.pool, config.relay) : undefined;
       const summary = await runRelay(
         {

@@ -9,7 +9,7 @@ import { createDestination } from "#shared/destinations/create.ts";
 import { outboxNames } from "#shared/identifiers.ts";
 import { createMetrics, RelayMetrics, relayMetricsOptionsFromEnv } from "#shared/metrics.ts";
 import { listenForOutboxInserts } from "#shared/notify.ts";
-import { checkOrderKey } from "#shared/orderKey.ts";
+import { checkOrderKeyBeforeRelaying } from "#shared/orderKey.ts";
 import { type RelaySummary, runRelay } from "#shared/relay.ts";
 import { relayConfigFromEnv } from "#shared/relayConfig.ts";
 import {
@@ -67,13 +67,7 @@ export async function relay(
 ): Promise<RelaySummary> {
   const deadline = invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
   await checkDestinationOnce(deadline);
-  // Every invocation: a restore or switchover can lower the sequence between two of them.
-  await withTransaction(pool, async (client) => {
-    await client.query("select set_config('statement_timeout', $1, true)", [
-      String(config.relay.statementTimeoutMs),
-    ]);
-    await checkOrderKey(client, outboxNames(config.relay));
-  });
+  await checkOrderKeyBeforeRelaying(pool, outboxNames(config.relay), config.relay.statementTimeoutMs);
   // LISTEN per invocation: a session kept across frozen invocations would likely be dead on the next one.
   const wakeUp = config.listen ? await listenForOutboxInserts(pool, config.relay) : undefined;
   const relayMetrics = new RelayMetrics(metrics, metricsOptions);

@@ -1,4 +1,4 @@
-import type { Queryable } from "./db.ts";
+import { type Queryable, type SessionPool, withTransaction } from "./db.ts";
 import { ConfigError } from "./errors.ts";
 import type { OutboxNames } from "./identifiers.ts";
 
@@ -47,4 +47,20 @@ export async function checkOrderKey(db: Queryable, names: OutboxNames): Promise<
         "(docs/operations.md, Restores and Blue/Green switchovers)",
     );
   }
+}
+
+/**
+ * checkOrderKey in a transaction of its own, within `statementTimeoutMs`: what every relay invocation runs before
+ * it claims (the Lambda handler, and each invocation of `outbox relay`), since a restore or switchover can lower
+ * the sequence between two of them.
+ */
+export async function checkOrderKeyBeforeRelaying(
+  pool: SessionPool,
+  names: OutboxNames,
+  statementTimeoutMs: number,
+): Promise<void> {
+  await withTransaction(pool, async (client) => {
+    await client.query("select set_config('statement_timeout', $1, true)", [String(statementTimeoutMs)]);
+    await checkOrderKey(client, names);
+  });
 }
