@@ -14,6 +14,7 @@ import type { RelayBundle } from "./measures/relayBundle.ts";
 import type { RelayMemoryRun } from "./measures/relayMemory.ts";
 import type { RelayProfile } from "./measures/relayProfile.ts";
 import type { RelayTuning } from "./measures/relayThroughput.ts";
+import type { SdkPipelineResult } from "./measures/sdkPipeline.ts";
 import type { WalPerEventRun } from "./measures/walPerEvent.ts";
 
 export const TARGETS = {
@@ -78,6 +79,7 @@ export interface BenchResults {
   };
   purge?: { publishedRows: number; backlogEvents: number; runs: PurgeInterferenceRun[] };
   relayProfile?: RelayProfile;
+  sdkPipeline?: SdkPipelineResult;
   bundle?: RelayBundle;
   enqueue?: EnqueueResults;
   relayMemory?: RelayMemoryRun[];
@@ -159,6 +161,18 @@ export function summaryTable(r: BenchResults): string {
       `runs: ${listRuns(relayUs, 1)} µs; SQS endpoint ${n(relayDefault.cpuPer1k.endpoint, 1)}, Postgres ${n(relayDefault.cpuPer1k.postgres, 1)} µs (median run)`,
       `≤ ${TARGETS.relayCpuUsPerEvent} µs`,
       verdictOfRuns(relayUs, (us) => us <= TARGETS.relayCpuUsPerEvent),
+    ]);
+  }
+  if (r.sdkPipeline !== undefined) {
+    // The floor under the row above: what the SQS path costs with no socket, database or other thread.
+    const s = r.sdkPipeline;
+    const total = s.sdkUs.map((us, i) => us + (s.prepareUs[i] ?? 0));
+    rows.push([
+      "2. relay's SQS path alone (prepare + SDK pipeline, in-process handler), CPU per event",
+      `${n(medianOf(total), 1)} µs`,
+      `runs: ${listRuns(total, 1)} µs = prepare ${listRuns(s.prepareUs, 1)} + SDK ${listRuns(s.sdkUs, 1)} (canned handler's ${n(medianOf(s.handlerUs), 1)} µs taken out)`,
+      "–",
+      "",
     ]);
   }
   const best20 = best(r.relay20ms);

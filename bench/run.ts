@@ -28,6 +28,7 @@ import { measureRelayBundle } from "./measures/relayBundle.ts";
 import { measureRelayMemory } from "./measures/relayMemory.ts";
 import { profileRelay } from "./measures/relayProfile.ts";
 import { measureRelay, type RelayRun, type RelayTuning } from "./measures/relayThroughput.ts";
+import { measureSdkPipeline } from "./measures/sdkPipeline.ts";
 import { measureSeedBaseline } from "./measures/seedBaseline.ts";
 import { measureWalPerEvent, walPerEventMarkdown } from "./measures/walPerEvent.ts";
 import {
@@ -97,6 +98,7 @@ const PARTS = [
   "throughput",
   "load",
   "profile",
+  "sdk",
   "latency20",
   "baseline",
   "latency",
@@ -184,6 +186,10 @@ try {
   if (runs("profile")) {
     log("CPU profile of the relay thread, default options, 0 ms");
     results.relayProfile = await profileRelay(db.pool, endpoint, BACKLOG, DEFAULT_TUNING, meter);
+  }
+  if (runs("sdk")) {
+    log("the relay's SQS path alone: prepare and the SDK's pipeline against an in-process handler");
+    results.sdkPipeline = await measureSdkPipeline();
   }
   if (runs("latency20")) {
     log(`(3) relay with ${SQS_LATENCY_MS} ms per SQS request`);
