@@ -28,6 +28,12 @@ import { createFifoQueue } from "./support/sqs.ts";
 const PUBLISHED = Number(process.env.UPGRADE_PUBLISHED_ROWS ?? 1_000_000);
 const PENDING = Number(process.env.UPGRADE_PENDING_ROWS ?? 10_000);
 const PENDING_AGGREGATES = 1_000;
+/**
+ * How long the previous relay may take to publish the rest once the producers stop. It publishes about 100 events
+ * per round, one per aggregate: a backlog of 10,000 takes tens of seconds, and the large run's 50,000 (plus what
+ * its producers wrote meanwhile) took more than the 120 s that the default size is given, once of two runs here.
+ */
+const DRAIN_TIMEOUT_MS = 120_000 * Math.max(1, PENDING / 10_000);
 const PRODUCERS = 4;
 const AGGREGATES_PER_PRODUCER = 25;
 /** What an INSERT itself may take on a loaded 2-core machine, on top of a wait behind DDL (lock_timeout). */
@@ -175,7 +181,14 @@ describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleStr
         );
         return rows[0]?.n === 0;
       },
-      120_000,
+      DRAIN_TIMEOUT_MS,
+      async () => {
+        const { rows } = await pool.query<{ n: number }>(
+          "select count(*)::integer as n from outbox_events where processed_at is null and dead_lettered_at is null",
+        );
+        const recent = rounds.slice(-5).map((r) => `${r.claimed} in ${Math.round(r.durationMs)} ms`);
+        return `${rows[0]?.n} still pending after ${rounds.length} rounds (last: ${recent.join(", ")}); relay errors: ${relayErrors.slice(-3).join("; ") || "none"}`;
+      },
     );
     stopRelay.abort();
     const summary = await relay;
