@@ -1,6 +1,5 @@
-import { SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { SessionClient, SessionPool } from "../functions/shared/db.ts";
 import { ConfigError } from "../functions/shared/errors.ts";
 import { outboxNames } from "../functions/shared/identifiers.ts";
@@ -14,25 +13,13 @@ import {
 import { purgeConfigFromEnv } from "../functions/shared/purgeConfig.ts";
 import { type RelaySummary, runRelay } from "../functions/shared/relay.ts";
 import { purgePublished, purgeStatements } from "../functions/shared/sql/purgePublished.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { drain, queueDestination, testRelayOptions } from "./support/relay.ts";
-import { createFifoQueue } from "./support/sqs.ts";
+import { createFifoQueue, useFakeSqs } from "./support/sqs.ts";
 
 const db = useTestDatabase();
 const names = outboxNames();
-let fake: FakeSqs;
-let sqs: SQSClient;
-
-beforeAll(async () => {
-  fake = await startFakeSqs();
-  sqs = new SQSClient({ ...LOCAL_AWS, endpoint: fake.url, maxAttempts: 1 });
-});
-afterAll(async () => {
-  sqs.destroy();
-  await fake.close();
-});
+const aws = useFakeSqs();
 
 function options(overrides: Partial<PurgeOptions> = {}): PurgeOptions {
   return { ...DEFAULT_PURGE_OPTIONS, statementTimeoutMs: 2_000, ...overrides };
@@ -285,7 +272,7 @@ describe("runPurge", () => {
   it("an uncommitted purge statement does not hold up the relay", async () => {
     await insertPublished(2_000, 200);
     await insertPending(30, 10);
-    const queueUrl = await createFifoQueue(sqs, "purge-beside-relay");
+    const queueUrl = await createFifoQueue(aws.sqs, "purge-beside-relay");
     const purging = await db.pool.connect();
     try {
       await purging.query("begin");
@@ -293,7 +280,7 @@ describe("runPurge", () => {
       expect(deleted).toBe(2_000);
 
       // The relay's statements run with lock_timeout = 2 s (testRelayOptions): a wait would fail its rounds.
-      const summary = await drain(db.pool, sqs, testRelayOptions(queueUrl));
+      const summary = await drain(db.pool, aws.sqs, testRelayOptions(queueUrl));
 
       expect(summary).toMatchObject({ published: 30, failed: 0, failedRounds: 0, stoppedBy: "drained" });
     } finally {
@@ -356,7 +343,7 @@ describe("a backlog of 100,000 published rows", () => {
        select 'order', 'live-' || (g % 100), 'order.created', jsonb_build_object('n', g)
        from generate_series(1, 2000) as g`,
     );
-    const queueUrl = await createFifoQueue(sqs, "purge-backlog");
+    const queueUrl = await createFifoQueue(aws.sqs, "purge-backlog");
     let purging: Promise<PurgeSummary> | undefined;
     let purgeStartedAtRound = 0;
     const roundsEnded: number[] = [];
@@ -365,7 +352,7 @@ describe("a backlog of 100,000 published rows", () => {
     const relaySummary: RelaySummary = await runRelay(
       {
         pool: db.pool,
-        destination: queueDestination(sqs, { queueUrl }),
+        destination: queueDestination(aws.sqs, { queueUrl }),
         deadline: longDeadline(),
         onRound: () => {
           roundsEnded.push(performance.now());
@@ -394,7 +381,7 @@ describe("a backlog of 100,000 published rows", () => {
     expect(rows[0].n).toBe(2_000);
     // Per-aggregate order at the queue: each group's payloads arrive in insert order.
     const byGroup = new Map<string, number[]>();
-    for (const delivery of fake.deliveries(queueUrl.split("/").pop())) {
+    for (const delivery of aws.fake.deliveries(queueUrl.split("/").pop())) {
       const list = byGroup.get(delivery.groupId ?? "") ?? [];
       list.push(JSON.parse(delivery.body).n);
       byGroup.set(delivery.groupId ?? "", list);

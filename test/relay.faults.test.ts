@@ -1,33 +1,20 @@
-import { SQSClient } from "@aws-sdk/client-sqs";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import type { SessionPool } from "../functions/shared/db.ts";
 import type { OutboxEvent } from "../functions/shared/enqueue.ts";
 import { runRelay } from "../functions/shared/relay.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { checkLedger } from "./support/ledger.ts";
 import { rowStates as outboxRowStates, writeEvents as writeOutboxEvents } from "./support/outboxRows.ts";
 import { drain, drainUntilEmpty, queueDestination, testRelayOptions } from "./support/relay.ts";
-import { createFifoQueue } from "./support/sqs.ts";
+import { createFifoQueue, useFakeSqs } from "./support/sqs.ts";
 
 const db = useTestDatabase();
-let fake: FakeSqs;
-let sqs: SQSClient;
+const aws = useFakeSqs();
 
-beforeAll(async () => {
-  fake = await startFakeSqs();
-  // No SDK retries: the relay's own backoff is under test, and the SDK's throttling backoff starts at 1 s.
-  sqs = new SQSClient({ ...LOCAL_AWS, endpoint: fake.url, maxAttempts: 1 });
-});
-afterAll(async () => {
-  sqs.destroy();
-  await fake.close();
-});
 beforeEach(async () => {
-  fake.resetFaults();
-  fake.up();
+  aws.fake.resetFaults();
+  aws.fake.up();
   await db.pool.query("delete from outbox_events");
 });
 
@@ -40,15 +27,15 @@ const rowStates = () => outboxRowStates(db.pool);
 
 describe("relay under SQS faults (in-process SQS endpoint)", () => {
   it("records transient failures and backoff while SQS is down, loses nothing, and publishes everything after recovery", async () => {
-    const queue = await createFifoQueue(sqs, "outage");
+    const queue = await createFifoQueue(aws.sqs, "outage");
     const written = await writeEvents(
       Array.from({ length: 30 }, (_, i) => anEvent({ aggregateId: `outage-${i % 5}` })),
     );
-    fake.down();
+    aws.fake.down();
 
     const duringOutage = await drain(
       db.pool,
-      sqs,
+      aws.sqs,
       testRelayOptions(queue, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
     );
 
@@ -68,26 +55,26 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       expect(row.last_error).toMatch(/ECONNRESET|socket hang up|TimeoutError/);
     }
 
-    fake.up();
+    aws.fake.up();
     await db.pool.query("update outbox_events set available_at = now() where transient_failures > 0"); // fast-forward the backoff
-    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue));
+    await drainUntilEmpty(db.pool, aws.sqs, testRelayOptions(queue));
 
-    const ledger = checkLedger(written, fake.deliveries(queueName(queue)));
+    const ledger = checkLedger(written, aws.fake.deliveries(queueName(queue)));
     expect(ledger.lost).toEqual([]);
     expect(ledger.orderViolations).toEqual([]);
     expect(await rowStates()).toEqual({ published: 30, pending: 0, dead: 0 });
   });
 
   it("never dead-letters because of whole-request failures (throttling), however many", async () => {
-    const queue = await createFifoQueue(sqs, "throttle");
+    const queue = await createFifoQueue(aws.sqs, "throttle");
     await writeEvents([anEvent({ aggregateId: "throttled-1" })]);
-    fake.setFaults({ throttle: 1 });
+    aws.fake.setFaults({ throttle: 1 });
 
     for (let i = 0; i < 5; i++) {
       await db.pool.query("update outbox_events set available_at = now()");
       await drain(
         db.pool,
-        sqs,
+        aws.sqs,
         testRelayOptions(queue, { maxAttempts: 2, backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
       );
     }
@@ -97,18 +84,18 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     );
     expect(rows[0]).toMatchObject({ attempts: 0, transient_failures: 5, dead_lettered_at: null });
     expect(rows[0].last_error).toMatch(/ThrottlingException/);
-    expect(fake.stats.throttled).toBeGreaterThanOrEqual(5);
+    expect(aws.fake.stats.throttled).toBeGreaterThanOrEqual(5);
   });
 
   it("fails only the failed entry; its aggregate's later events wait while other aggregates flow", async () => {
-    const queue = await createFifoQueue(sqs, "one-entry");
+    const queue = await createFifoQueue(aws.sqs, "one-entry");
     const [bad1, bad2, other1, other2] = await writeEvents([
       anEvent({ aggregateId: "rejected-agg", payload: { n: 1 } }),
       anEvent({ aggregateId: "rejected-agg", payload: { n: 2 } }),
       anEvent({ aggregateId: "healthy-agg", payload: { n: 1 } }),
       anEvent({ aggregateId: "healthy-agg", payload: { n: 2 } }),
     ]);
-    fake.setFaults({
+    aws.fake.setFaults({
       failEntry: (entry) =>
         entry.MessageDeduplicationId === bad1?.id ? { code: "InternalError", senderFault: false } : false,
     });
@@ -121,7 +108,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     const summary = await runRelay(
       {
         pool: db.pool,
-        destination: queueDestination(sqs, { queueUrl: queue }),
+        destination: queueDestination(aws.sqs, { queueUrl: queue }),
         deadline: Date.now() + 30_000,
         logger,
       },
@@ -156,16 +143,16 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     expect(state.get(other1?.id)).toMatchObject({ published: true });
     expect(state.get(other2?.id)).toMatchObject({ published: true });
     expect(summary.failed).toBe(1);
-    expect(fake.deliveries(queueName(queue)).map((delivery) => delivery.dedupId)).toEqual([
+    expect(aws.fake.deliveries(queueName(queue)).map((delivery) => delivery.dedupId)).toEqual([
       other1?.id,
       other2?.id,
     ]);
   });
 
   it("dead-letters at once an entry SQS rejects as invalid, and after max attempts one SQS keeps rejecting as the sender's fault", async () => {
-    const queue = await createFifoQueue(sqs, "dead");
+    const queue = await createFifoQueue(aws.sqs, "dead");
     const [invalid, flaky, healthy] = await writeEvents([anEvent(), anEvent(), anEvent()]);
-    fake.setFaults({
+    aws.fake.setFaults({
       failEntry: (entry) => {
         if (entry.MessageDeduplicationId === invalid?.id)
           return { code: "InvalidParameterValue", senderFault: true };
@@ -175,7 +162,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       },
     });
 
-    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue, { maxAttempts: 3 }));
+    await drainUntilEmpty(db.pool, aws.sqs, testRelayOptions(queue, { maxAttempts: 3 }));
 
     const { rows } = await db.pool.query(
       "select id, attempts, dead_lettered_at is not null as dead, processed_at is not null as published from outbox_events",
@@ -187,14 +174,14 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
   });
 
   it("never counts server-side entry errors (SenderFault = false) towards max attempts, however many", async () => {
-    const queue = await createFifoQueue(sqs, "server-side");
+    const queue = await createFifoQueue(aws.sqs, "server-side");
     const written = await writeEvents([
       anEvent({ aggregateId: "server-side-1", payload: { n: 1 } }),
       anEvent({ aggregateId: "server-side-1", payload: { n: 2 } }),
     ]);
     const [first] = written;
     const failures = { InternalError: 0, ServiceUnavailable: 0 };
-    fake.setFaults({
+    aws.fake.setFaults({
       failEntry: (entry) => {
         if (entry.MessageDeduplicationId !== first?.id) return false;
         const code = failures.InternalError < 3 ? "InternalError" : "ServiceUnavailable";
@@ -204,7 +191,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       },
     });
 
-    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue, { maxAttempts: 2 }));
+    await drainUntilEmpty(db.pool, aws.sqs, testRelayOptions(queue, { maxAttempts: 2 }));
 
     const { rows } = await db.pool.query(
       "select attempts, transient_failures, dead_lettered_at, processed_at is not null as published from outbox_events where id = $1",
@@ -217,13 +204,13 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       dead_lettered_at: null,
       published: true,
     });
-    const ledger = checkLedger(written, fake.deliveries(queueName(queue)));
+    const ledger = checkLedger(written, aws.fake.deliveries(queueName(queue)));
     expect(ledger.lost).toEqual([]);
     expect(ledger.orderViolations).toEqual([]);
   });
 
   it("never dead-letters for entry errors of the account's configuration (KMS, access, throttling), even as sender faults", async () => {
-    const queue = await createFifoQueue(sqs, "kms");
+    const queue = await createFifoQueue(aws.sqs, "kms");
     const written = await writeEvents([
       anEvent({ aggregateId: "kms-1", payload: { n: 1 } }),
       anEvent({ aggregateId: "kms-1", payload: { n: 2 } }),
@@ -231,7 +218,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     const [first] = written;
     const codes = ["KmsDisabled", "KmsAccessDenied", "AccessDenied", "ThrottlingException"];
     const seen: string[] = [];
-    fake.setFaults({
+    aws.fake.setFaults({
       failEntry: (entry) => {
         if (entry.MessageDeduplicationId !== first?.id || seen.length === codes.length) return false;
         const code = codes[seen.length] ?? "KmsDisabled";
@@ -240,7 +227,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       },
     });
 
-    await drainUntilEmpty(db.pool, sqs, testRelayOptions(queue, { maxAttempts: 2 }));
+    await drainUntilEmpty(db.pool, aws.sqs, testRelayOptions(queue, { maxAttempts: 2 }));
 
     expect(seen).toEqual(codes);
     const { rows } = await db.pool.query(
@@ -248,19 +235,19 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       [first?.id],
     );
     expect(rows[0]).toMatchObject({ attempts: 0, transient_failures: 4, dead_lettered_at: null });
-    const ledger = checkLedger(written, fake.deliveries(queueName(queue)));
+    const ledger = checkLedger(written, aws.fake.deliveries(queueName(queue)));
     expect(ledger.lost).toEqual([]);
     expect(ledger.orderViolations).toEqual([]);
   });
 
   it("republishes with the same dedup ids when the relay dies between publish and record", async () => {
-    const queue = await createFifoQueue(sqs, "crash");
+    const queue = await createFifoQueue(aws.sqs, "crash");
     const written = await writeEvents(
       Array.from({ length: 8 }, (_, i) => anEvent({ aggregateId: `crash-${i}` })),
     );
     // The relay's session is killed while SQS holds the (accepted) batch: its record step cannot commit.
     let killed = false;
-    fake.setFaults({
+    aws.fake.setFaults({
       latencyMs: (action) => {
         if (action !== "SendMessageBatch" || killed) return 0;
         killed = true;
@@ -272,9 +259,9 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     });
 
     // The crashed round rolls back; the same drain's next round claims the rows again and republishes them.
-    const run = await drain(db.pool, sqs, testRelayOptions(queue));
+    const run = await drain(db.pool, aws.sqs, testRelayOptions(queue));
 
-    const deliveries = fake.deliveries(queueName(queue));
+    const deliveries = aws.fake.deliveries(queueName(queue));
     const ledger = checkLedger(written, deliveries);
     expect(killed).toBe(true);
     expect(run).toMatchObject({ failedRounds: 1, published: 8 });
@@ -285,7 +272,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
   });
 
   it("keeps every event and per-aggregate order with four relays at once and random publish failures", async () => {
-    const queue = await createFifoQueue(sqs, "four-relays");
+    const queue = await createFifoQueue(aws.sqs, "four-relays");
     const events = Array.from({ length: 2_000 }, (_, i) =>
       anEvent({ aggregateId: `agg-${i % 50}`, payload: { i } }),
     );
@@ -295,7 +282,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       random = (random * 1_103_515_245 + 12_345) % 2 ** 31;
       return random / 2 ** 31;
     };
-    fake.setFaults({
+    aws.fake.setFaults({
       failEntry: () => (nextRandom() < 0.1 ? { code: "InternalError", senderFault: false } : false),
       throttle: (action) => action === "SendMessageBatch" && nextRandom() < 0.03,
     });
@@ -305,7 +292,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       Array.from({ length: 4 }, async () => {
         for (;;) {
           const summary = await runRelay(
-            { pool: db.pool, destination: queueDestination(sqs, options), deadline: Date.now() + 30_000 },
+            { pool: db.pool, destination: queueDestination(aws.sqs, options), deadline: Date.now() + 30_000 },
             options,
           );
           const { pending } = await rowStates();
@@ -314,15 +301,15 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       }),
     );
 
-    const ledger = checkLedger(written, fake.deliveries(queueName(queue)));
-    expect(fake.stats.failedEntries + fake.stats.throttled).toBeGreaterThan(50); // the faults really happened
+    const ledger = checkLedger(written, aws.fake.deliveries(queueName(queue)));
+    expect(aws.fake.stats.failedEntries + aws.fake.stats.throttled).toBeGreaterThan(50); // the faults really happened
     expect(ledger.lost).toEqual([]);
     expect(ledger.orderViolations).toEqual([]);
     expect(await rowStates()).toEqual({ published: 2_000, pending: 0, dead: 0 });
   });
 
   it("keeps every event and per-aggregate order with parallel rounds overlapping their publishes", async () => {
-    const queue = await createFifoQueue(sqs, "parallel-rounds");
+    const queue = await createFifoQueue(aws.sqs, "parallel-rounds");
     const events = Array.from({ length: 1_500 }, (_, i) =>
       anEvent({ aggregateId: `par-${i % 40}`, payload: { i } }),
     );
@@ -332,7 +319,7 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       random = (random * 1_103_515_245 + 12_345) % 2 ** 31;
       return random / 2 ** 31;
     };
-    fake.setFaults({
+    aws.fake.setFaults({
       latencyMs: () => Math.floor(nextRandom() * 15),
       failEntry: () => (nextRandom() < 0.1 ? { code: "InternalError", senderFault: false } : false),
     });
@@ -355,14 +342,14 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     };
 
     await runRelay(
-      { pool: countingPool, destination: queueDestination(sqs, options), deadline: Date.now() + 30_000 },
+      { pool: countingPool, destination: queueDestination(aws.sqs, options), deadline: Date.now() + 30_000 },
       options,
     );
-    await drainUntilEmpty(db.pool, sqs, options);
+    await drainUntilEmpty(db.pool, aws.sqs, options);
 
-    const ledger = checkLedger(written, fake.deliveries(queueName(queue)));
+    const ledger = checkLedger(written, aws.fake.deliveries(queueName(queue)));
     expect(mostInUse).toBe(3);
-    expect(fake.stats.failedEntries).toBeGreaterThan(20);
+    expect(aws.fake.stats.failedEntries).toBeGreaterThan(20);
     expect(ledger.lost).toEqual([]);
     expect(ledger.orderViolations).toEqual([]);
     expect(await rowStates()).toEqual({ published: 1_500, pending: 0, dead: 0 });

@@ -1,14 +1,11 @@
-import { SQSClient } from "@aws-sdk/client-sqs";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import type { SessionPool } from "../functions/shared/db.ts";
 import { enqueue } from "../functions/shared/enqueue.ts";
 import { type RelayLogger, type RoundReport, runRelay } from "../functions/shared/relay.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { drain, queueDestination, testRelayOptions } from "./support/relay.ts";
-import { createFifoQueue } from "./support/sqs.ts";
+import { createFifoQueue, useFakeSqs } from "./support/sqs.ts";
 
 /**
  * Rows no write API would produce, put in by hand: each must be dead-lettered on its own, with an error naming
@@ -16,23 +13,14 @@ import { createFifoQueue } from "./support/sqs.ts";
  * The in-process SQS endpoint validates as SQS does (moto accepts much of what SQS refuses: DESIGN.md).
  */
 const db = useTestDatabase();
-let fake: FakeSqs;
-let sqs: SQSClient;
+const aws = useFakeSqs();
 
 /** Small, so oversized rows stay cheap to build; every limit below scales from it. */
 const LIMIT = 4_096;
 
-beforeAll(async () => {
-  fake = await startFakeSqs();
-  sqs = new SQSClient({ ...LOCAL_AWS, endpoint: fake.url, maxAttempts: 1 });
-});
-afterAll(async () => {
-  sqs.destroy();
-  await fake.close();
-});
 beforeEach(async () => {
-  fake.resetFaults();
-  fake.up();
+  aws.fake.resetFaults();
+  aws.fake.up();
   await db.pool.query("delete from outbox_events");
 });
 
@@ -175,7 +163,7 @@ describe("relay: one malformed row never stops the others", () => {
   ];
 
   it("dead-letters each adversarial row on its own, names it in the log, and publishes every other row", async () => {
-    const queue = await createFifoQueue(sqs, "isolation");
+    const queue = await createFifoQueue(aws.sqs, "isolation");
     const bad = new Map<string, { what: string; error: RegExp }>();
     const healthy: string[] = [];
     for (const [what, columns, error] of adversarial) {
@@ -188,7 +176,7 @@ describe("relay: one malformed row never stops the others", () => {
     const summary = await runRelay(
       {
         pool: db.pool,
-        destination: queueDestination(sqs, { queueUrl: queue, maxMessageBytes: LIMIT }),
+        destination: queueDestination(aws.sqs, { queueUrl: queue, maxMessageBytes: LIMIT }),
         deadline: Date.now() + 60_000,
         logger,
       },
@@ -211,7 +199,7 @@ describe("relay: one malformed row never stops the others", () => {
   });
 
   it("publishes rows with finite extreme timestamps and a delayed row with available_at -infinity", async () => {
-    const queue = await createFifoQueue(sqs, "extreme-times");
+    const queue = await createFifoQueue(aws.sqs, "extreme-times");
     const ids = [
       await insertByHand({ created_at: "'4000-01-01 00:00:00+00 BC'" }),
       await insertByHand({ created_at: "'9999-12-31 23:59:59+00'" }),
@@ -220,20 +208,20 @@ describe("relay: one malformed row never stops the others", () => {
     // Delayed for ever: malformed since issue 21 (more than 365 days ahead), dead-lettered naming the field.
     const never = await insertByHand({ available_at: "'infinity'" });
 
-    const summary = await drain(db.pool, sqs, testRelayOptions(queue));
+    const summary = await drain(db.pool, aws.sqs, testRelayOptions(queue));
 
     expect(summary).toMatchObject({ failedRounds: 0, published: 3, deadLettered: 1 });
     const state = await states([...ids, never]);
     for (const id of ids) expect(state.get(id)).toMatchObject({ published: true });
     expect(state.get(never)).toMatchObject({ published: false, dead: true });
     expect(state.get(never)?.last_error).toMatch(/available_at: is infinity, more than 365 days ahead/);
-    const createdAt = fake.deliveries().map((delivery) => delivery.attributes.createdAt);
+    const createdAt = aws.fake.deliveries().map((delivery) => delivery.attributes.createdAt);
     expect(createdAt).toContain("-003999-01-01T00:00:00.000Z");
     expect(createdAt).toContain("9999-12-31T23:59:59.000Z");
   });
 
   it("never brings an oversized payload's text into the relay", async () => {
-    const queue = await createFifoQueue(sqs, "not-loaded");
+    const queue = await createFifoQueue(aws.sqs, "not-loaded");
     const huge = await insertAroundTrigger({ payload: "jsonb_build_object('blob', repeat('x', 20000000))" });
     const [healthy] = await enqueue(db.pool, [anEvent()]);
     // The real pool, watched: the longest string any relay query brought back.
@@ -268,7 +256,7 @@ describe("relay: one malformed row never stops the others", () => {
     const summary = await runRelay(
       {
         pool: watching,
-        destination: queueDestination(sqs, { queueUrl: queue }),
+        destination: queueDestination(aws.sqs, { queueUrl: queue }),
         deadline: Date.now() + 60_000,
       },
       testRelayOptions(queue, { mode: "drain" }),
@@ -286,14 +274,14 @@ describe("relay: one malformed row never stops the others", () => {
   });
 
   it("dead-letters a payload whose JSON text the database cannot produce (over 1 GB), alone", async () => {
-    const queue = await createFifoQueue(sqs, "unprintable");
+    const queue = await createFifoQueue(aws.sqs, "unprintable");
     // 70,000 numbers of 16,384 printed digits each: ~20 KB stored, over 1 GB of text (SQLSTATE 54000).
     const unprintable = await insertAroundTrigger({
       payload: "(select jsonb_agg(1e-16383) from generate_series(1, 70000))",
     });
     const [healthy] = await enqueue(db.pool, [anEvent()]);
 
-    const summary = await drain(db.pool, sqs, testRelayOptions(queue, { statementTimeoutMs: 20_000 }));
+    const summary = await drain(db.pool, aws.sqs, testRelayOptions(queue, { statementTimeoutMs: 20_000 }));
 
     expect(summary).toMatchObject({ failedRounds: 0, deadLettered: 1, published: 1 });
     const state = await states([unprintable, healthy?.id as string]);
@@ -307,11 +295,11 @@ describe("relay: one malformed row never stops the others", () => {
 
 describe("relay: recording a round cannot fail because of one row", () => {
   it("saturates counters at their limit and strips what Postgres text refuses from errors", async () => {
-    const queue = await createFifoQueue(sqs, "record");
+    const queue = await createFifoQueue(aws.sqs, "record");
     const rejected = await insertByHand({ attempts: "2147483647" });
     const serverSide = await insertByHand({ transient_failures: "2147483647" });
     const [healthy] = await enqueue(db.pool, [anEvent()]);
-    fake.setFaults({
+    aws.fake.setFaults({
       failEntry: (entry) => {
         if (entry.MessageDeduplicationId === rejected)
           return { code: "UnsupportedOperation", senderFault: true, message: "nul\u0000inside" };
@@ -324,7 +312,7 @@ describe("relay: recording a round cannot fail because of one row", () => {
     const summary = await runRelay(
       {
         pool: db.pool,
-        destination: queueDestination(sqs, { queueUrl: queue }),
+        destination: queueDestination(aws.sqs, { queueUrl: queue }),
         deadline: Date.now() + 60_000,
       },
       testRelayOptions(queue, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 }),
@@ -338,13 +326,13 @@ describe("relay: recording a round cannot fail because of one row", () => {
     expect(state.get(serverSide)?.last_error).toHaveLength(1_000);
     expect(state.get(healthy?.id as string)).toMatchObject({ published: true });
     // Recorded once: the accepted message was not sent again by a retried round.
-    expect(fake.deliveries().filter((delivery) => delivery.dedupId === healthy?.id)).toHaveLength(1);
+    expect(aws.fake.deliveries().filter((delivery) => delivery.dedupId === healthy?.id)).toHaveLength(1);
   });
 });
 
 describe("relay: a round's memory is bounded by bytes", () => {
   it("loads rows until the byte budget is spent, the rest wait for the next round, never fewer than one", async () => {
-    const queue = await createFifoQueue(sqs, "budget");
+    const queue = await createFifoQueue(aws.sqs, "budget");
     const payload = { blob: "b".repeat(3_000) };
     await enqueue(
       db.pool,
@@ -355,7 +343,7 @@ describe("relay: a round's memory is bounded by bytes", () => {
     const tight = await runRelay(
       {
         pool: db.pool,
-        destination: queueDestination(sqs, { queueUrl: queue }),
+        destination: queueDestination(aws.sqs, { queueUrl: queue }),
         deadline: Date.now() + 60_000,
         onRound: (report) => rounds.push(report),
       },
@@ -374,7 +362,7 @@ describe("relay: a round's memory is bounded by bytes", () => {
     await runRelay(
       {
         pool: db.pool,
-        destination: queueDestination(sqs, { queueUrl: queue }),
+        destination: queueDestination(aws.sqs, { queueUrl: queue }),
         deadline: Date.now() + 60_000,
         onRound: (report) => rounds.push(report),
       },

@@ -1,30 +1,17 @@
-import { SQSClient } from "@aws-sdk/client-sqs";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { enqueue } from "../functions/shared/enqueue.ts";
 import { runRelay } from "../functions/shared/relay.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { queueDestination, testRelayOptions } from "./support/relay.ts";
-import { createFifoQueue } from "./support/sqs.ts";
+import { createFifoQueue, useFakeSqs } from "./support/sqs.ts";
 
 const db = useTestDatabase();
-let fake: FakeSqs;
-let sqs: SQSClient;
-
-beforeAll(async () => {
-  fake = await startFakeSqs();
-  sqs = new SQSClient({ ...LOCAL_AWS, endpoint: fake.url, maxAttempts: 1 });
-});
-afterAll(async () => {
-  sqs.destroy();
-  await fake.close();
-});
+const aws = useFakeSqs();
 
 describe("relay: a round loads its claim in outbox order, by number", () => {
   it("spends the byte budget on seq 9 before seq 11, though '11' sorts first as text", async () => {
-    const queue = await createFifoQueue(sqs, "seq-order");
+    const queue = await createFifoQueue(aws.sqs, "seq-order");
     // The next two rows get seq 9 and 11: each insert draws twice from the identity's sequence (its default,
     // then 0005's trigger).
     await db.pool.query("select setval(pg_get_serial_sequence('outbox_events', 'seq'), 7)");
@@ -45,16 +32,16 @@ describe("relay: a round loads its claim in outbox order, by number", () => {
     await runRelay(
       {
         pool: db.pool,
-        destination: queueDestination(sqs, { queueUrl: queue }),
+        destination: queueDestination(aws.sqs, { queueUrl: queue }),
         deadline: Date.now() + 60_000,
         onRound: (report) => {
-          if (report.published > 0) published.push(fake.deliveries().map((d) => d.dedupId ?? ""));
+          if (report.published > 0) published.push(aws.fake.deliveries().map((d) => d.dedupId ?? ""));
         },
       },
       testRelayOptions(queue, { batchMaxBytes: 4_000 }),
     );
 
     expect(published[0]).toEqual([nine?.id]);
-    expect(fake.deliveries().map((delivery) => delivery.dedupId)).toEqual([nine?.id, eleven?.id]);
+    expect(aws.fake.deliveries().map((delivery) => delivery.dedupId)).toEqual([nine?.id, eleven?.id]);
   });
 });

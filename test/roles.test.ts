@@ -1,30 +1,20 @@
-import { SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { withTransaction } from "../functions/shared/db.ts";
 import { enqueue } from "../functions/shared/enqueue.ts";
 import { DEFAULT_PURGE_OPTIONS, readOutboxSnapshot, runPurge } from "../functions/shared/purge.ts";
 import { noProgressError } from "../functions/shared/relayInvocation.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { drain, testRelayOptions } from "./support/relay.ts";
-import { createFifoQueue } from "./support/sqs.ts";
+import { createFifoQueue, useFakeSqs } from "./support/sqs.ts";
 
 const db = useTestDatabase();
-let fake: FakeSqs;
-let sqs: SQSClient;
+const aws = useFakeSqs();
 const pools: pg.Pool[] = [];
 
-beforeAll(async () => {
-  fake = await startFakeSqs();
-  sqs = new SQSClient({ ...LOCAL_AWS, endpoint: fake.url, maxAttempts: 1 });
-});
 afterAll(async () => {
   for (const pool of pools) await pool.end();
-  sqs.destroy();
-  await fake.close();
 });
 
 /** A login in `role` (migrations/0008_roles.sql), and a pool connected as it to this file's database. */
@@ -77,13 +67,13 @@ describe("the outbox_relay and outbox_purge roles", () => {
   });
 
   it("let a relay login claim, publish and record, and a purge login measure and delete", async () => {
-    const queueUrl = await createFifoQueue(sqs, `roles-${Date.now()}`);
+    const queueUrl = await createFifoQueue(aws.sqs, `roles-${Date.now()}`);
     await withTransaction(db.pool, (client) =>
       enqueue(client, [anEvent({ aggregateId: "order-1" }), anEvent({ aggregateId: "order-2" })]),
     );
     const relayPool = await loginIn("outbox_relay");
 
-    const summary = await drain(relayPool, sqs, testRelayOptions(queueUrl));
+    const summary = await drain(relayPool, aws.sqs, testRelayOptions(queueUrl));
 
     expect(summary).toMatchObject({ published: 2, failedRounds: 0 });
     const purgePool = await loginIn("outbox_purge");
@@ -95,12 +85,12 @@ describe("the outbox_relay and outbox_purge roles", () => {
   });
 
   it("make a missing grant fail the relay loudly, naming the table, and lose nothing", async () => {
-    const queueUrl = await createFifoQueue(sqs, `roles-missing-${Date.now()}`);
+    const queueUrl = await createFifoQueue(aws.sqs, `roles-missing-${Date.now()}`);
     const [event] = await withTransaction(db.pool, (client) => enqueue(client, [anEvent()]));
     const relayPool = await loginIn("outbox_relay");
     await db.pool.query("revoke update (dead_lettered_at) on outbox_events from outbox_relay");
     try {
-      const summary = await drain(relayPool, sqs, testRelayOptions(queueUrl));
+      const summary = await drain(relayPool, aws.sqs, testRelayOptions(queueUrl));
 
       expect(summary).toMatchObject({ published: 0, stoppedBy: "errors" });
       expect(summary.lastError).toMatch(/permission denied for table outbox_events/);

@@ -6,8 +6,27 @@ import {
   ReceiveMessageCommand,
   SQSClient,
 } from "@aws-sdk/client-sqs";
-import { inject } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
+import { type FakeSqs, startFakeSqs } from "../../local/fakeSqs.ts";
+
+/**
+ * This test file's own in-process SQS endpoint (local/fakeSqs.ts: faults, latency, the deliveries it accepted) and
+ * an SDK client of it without SDK retries: the relay's own backoff is what the tests exercise, and the SDK's
+ * throttling backoff starts at 1 s. Call at the top level of a test file; use `fake` and `sqs` inside tests.
+ */
+export function useFakeSqs(): { fake: FakeSqs; sqs: SQSClient } {
+  const state = {} as { fake: FakeSqs; sqs: SQSClient };
+  beforeAll(async () => {
+    state.fake = await startFakeSqs();
+    state.sqs = new SQSClient({ ...LOCAL_AWS, endpoint: state.fake.url, maxAttempts: 1 });
+  });
+  afterAll(async () => {
+    state.sqs?.destroy();
+    await state.fake?.close();
+  });
+  return state;
+}
 
 export function sqsClient(endpoint = inject("awsEndpoint")): SQSClient {
   return new SQSClient({ ...LOCAL_AWS, endpoint });
