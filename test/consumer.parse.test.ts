@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseInboxEvent, type SqsRecord } from "../functions/shared/consumer/index.ts";
 import { messageAttributes } from "../functions/shared/sqsMessage.ts";
+import { lambdaMessageAttributes } from "./support/consumer.ts";
 
 const ID = "0b8f7a2e-3c1d-4e5f-9a6b-7c8d9e0f1a2b";
 
@@ -31,12 +32,7 @@ function relayRecord(
       AWSTraceHeader: "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
       ...overrides.attributes,
     },
-    messageAttributes: Object.fromEntries(
-      Object.entries(attributes).map(([name, value]) => [
-        name,
-        { dataType: value.DataType, stringValue: value.StringValue },
-      ]),
-    ),
+    messageAttributes: lambdaMessageAttributes(attributes),
     eventSource: "aws:sqs",
     eventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:orders.fifo",
     awsRegion: "eu-west-1",

@@ -8,7 +8,7 @@ import {
 import type pg from "pg";
 import type { InboxLogger, RecordOutcome, SqsRecord } from "../../functions/shared/consumer/index.ts";
 import { migrateInbox } from "../../functions/shared/consumer/index.ts";
-import { messageAttributes } from "../../functions/shared/sqsMessage.ts";
+import { messageAttributes, type StringAttributes } from "../../functions/shared/sqsMessage.ts";
 
 /** The consumer's side of a test database: the inbox and one table of effects, in a schema of their own. */
 export const CONSUMER_SCHEMA = "consumer";
@@ -127,16 +127,21 @@ export function relayRecord(fields: {
       SequenceNumber: String(1_000_000 + nextMessage),
       MessageGroupId: fields.groupId ?? fields.aggregateId,
     },
-    messageAttributes: Object.fromEntries(
-      Object.entries(attributes).map(([name, value]) => [
-        name,
-        { dataType: value.DataType, stringValue: value.StringValue },
-      ]),
-    ),
+    messageAttributes: lambdaMessageAttributes(attributes),
     eventSource: "aws:sqs",
     eventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:orders.fifo",
     awsRegion: "eu-west-1",
   };
+}
+
+/** Message attributes as SQS sends them (SendMessage's `DataType`/`StringValue`), as Lambda's SQS event carries them. */
+export function lambdaMessageAttributes(attributes: StringAttributes): SqsRecord["messageAttributes"] {
+  return Object.fromEntries(
+    Object.entries(attributes).map(([name, value]) => [
+      name,
+      { dataType: value.DataType, stringValue: value.StringValue },
+    ]),
+  );
 }
 
 /** The Lambda context's deadline part, with a remaining time the test decides. */
