@@ -173,21 +173,19 @@ describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleStr
       stopProducers.abort();
     }
     const written = await producers;
+    const pending = async () => {
+      const { rows } = await pool.query<{ n: number }>(
+        "select count(*)::integer as n from outbox_events where processed_at is null and dead_lettered_at is null",
+      );
+      return rows[0]?.n;
+    };
     await waitFor(
       "the previous relay to publish every committed event",
-      async () => {
-        const { rows } = await pool.query<{ n: number }>(
-          "select count(*)::integer as n from outbox_events where processed_at is null and dead_lettered_at is null",
-        );
-        return rows[0]?.n === 0;
-      },
+      async () => (await pending()) === 0,
       DRAIN_TIMEOUT_MS,
       async () => {
-        const { rows } = await pool.query<{ n: number }>(
-          "select count(*)::integer as n from outbox_events where processed_at is null and dead_lettered_at is null",
-        );
         const recent = rounds.slice(-5).map((r) => `${r.claimed} in ${Math.round(r.durationMs)} ms`);
-        return `${rows[0]?.n} still pending after ${rounds.length} rounds (last: ${recent.join(", ")}); relay errors: ${relayErrors.slice(-3).join("; ") || "none"}`;
+        return `${await pending()} still pending after ${rounds.length} rounds (last: ${recent.join(", ")}); relay errors: ${relayErrors.slice(-3).join("; ") || "none"}`;
       },
     );
     stopRelay.abort();
