@@ -1,4 +1,4 @@
-import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay.ts";
+import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay/engine.ts";
 import type { CpuReading } from "./lib/cpuMeter.ts";
 import type { PhaseTotals } from "./lib/roundProfile.ts";
 import type { StallReport } from "./lib/stallReport.ts";

@@ -5,7 +5,7 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { cpus } from "node:os";
-import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay.ts";
+import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay/engine.ts";
 import { type BacklogShape, startBenchDatabase } from "./lib/benchDatabase.ts";
 import { CpuMeter } from "./lib/cpuMeter.ts";
 import { startBenchSqsEndpoint } from "./lib/sqsEndpoint.ts";

@@ -3,14 +3,14 @@ import {
   type DatabasePool,
   type DatabaseSource,
   databaseSourceFromEnv,
-} from "../functions/shared/connection.ts";
-import { isClientTimeout, type SessionClient } from "../functions/shared/db.ts";
+} from "../functions/shared/db/connection.ts";
+import { isClientTimeout, type SessionClient } from "../functions/shared/db/session.ts";
 import {
   type OutboxLocation,
   type OutboxNames,
   outboxLocationFromEnv,
   outboxNames,
-} from "../functions/shared/identifiers.ts";
+} from "../functions/shared/outbox/names.ts";
 import { CliError, describeError, EXIT_FAILURE } from "./errors.ts";
 import type { Env } from "./options.ts";
 

@@ -1,11 +1,11 @@
+import { QueueCheckError } from "../functions/shared/destinations/sqs/queueCheck.ts";
 import {
   ConfigError,
   DatabaseTimeoutError,
   errorMessage,
   MigrationError,
   ValidationError,
-} from "../functions/shared/errors.ts";
-import { QueueCheckError } from "../functions/shared/queueCheck.ts";
+} from "../functions/shared/outbox/errors.ts";
 
 /**
  * Exit codes, so scripts can tell "you called me wrong" from "the system is unwell":

@@ -1,4 +1,4 @@
-import type { RelayLogger } from "../functions/shared/relay.ts";
+import type { RelayLogger } from "../functions/shared/relay/engine.ts";
 
 export type LogFormat = "text" | "json";
 

@@ -8,8 +8,8 @@ import {
   checkSource,
   DEFAULT_EVENT_SOURCE,
   EVENTBRIDGE_MAX_REQUEST_BYTES,
-} from "../functions/shared/destinations/eventBridge.ts";
-import { SQS_MAX_MESSAGE_BYTES } from "../functions/shared/sqsMessage.ts";
+} from "../functions/shared/destinations/eventBridge/eventBridge.ts";
+import { SQS_MAX_MESSAGE_BYTES } from "../functions/shared/destinations/sqs/limits.ts";
 
 export { SQS_MAX_MESSAGE_BYTES };
 /** What an existing queue most likely has when nobody raised it: the attribute's default. */

@@ -1,5 +1,5 @@
-import { checkIntegerOption } from "../functions/shared/env.ts";
-import { DEFAULT_RELAY_OPTIONS, roundReserveMs } from "../functions/shared/relay.ts";
+import { DEFAULT_RELAY_OPTIONS, roundReserveMs } from "../functions/shared/relay/engine.ts";
+import { checkIntegerOption } from "../functions/shared/util/env.ts";
 
 /** The relay handler's default `RELAY_BUDGET_MARGIN_MS` (functions/shared/relayConfig.ts). */
 export const DEFAULT_BUDGET_MARGIN_MS = 5_000;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { outboxNames } from "../functions/shared/identifiers.ts";
+import { outboxNames } from "../functions/shared/outbox/names.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { explainClaim, type PlanNode } from "./support/explainClaim.ts";
 

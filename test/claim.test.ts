@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { outboxNames } from "../functions/shared/identifiers.ts";
+import { outboxNames } from "../functions/shared/outbox/names.ts";
 import {
   type ClaimCursor,
   claimBatch,
   EXAMINE_PER_CLAIMED_ROW,
   newClaimCursor,
-} from "../functions/shared/sql/claimBatch.ts";
+} from "../functions/shared/relay/sql/claimBatch.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { explainClaim } from "./support/explainClaim.ts";
 import { drain, testRelayOptions } from "./support/relay.ts";

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readdir } from "node:fs/promises";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
-import { enqueue } from "../functions/shared/enqueue.ts";
-import { defaultMigrationsDir } from "../functions/shared/migrate.ts";
+import { defaultMigrationsDir } from "../functions/shared/db/migrate.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { freePort } from "../local/freePort.ts";

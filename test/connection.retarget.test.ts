@@ -4,8 +4,8 @@ import {
   SecretsManagerClient,
 } from "@aws-sdk/client-secrets-manager";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { createDatabasePool, databaseSourceFromEnv } from "../functions/shared/connection.ts";
-import { withTransaction } from "../functions/shared/db.ts";
+import { createDatabasePool, databaseSourceFromEnv } from "../functions/shared/db/connection.ts";
+import { withTransaction } from "../functions/shared/db/session.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { startStallingTcpProxy } from "./support/tcpProxy.ts";

@@ -11,13 +11,13 @@ import {
   createDatabasePool,
   databaseSourceFromEnv,
   queryTimeoutFor,
-} from "../functions/shared/connection.ts";
-import { withTransaction } from "../functions/shared/db.ts";
-import { enqueue } from "../functions/shared/enqueue.ts";
-import { ConfigError, DatabaseTimeoutError } from "../functions/shared/errors.ts";
-import { runRelay } from "../functions/shared/relay.ts";
-import { relayConfigFromEnv } from "../functions/shared/relayConfig.ts";
-import { checkMaxDuration } from "../functions/shared/relayInvocation.ts";
+} from "../functions/shared/db/connection.ts";
+import { withTransaction } from "../functions/shared/db/session.ts";
+import { ConfigError, DatabaseTimeoutError } from "../functions/shared/outbox/errors.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
+import { runRelay } from "../functions/shared/relay/engine.ts";
+import { checkMaxDuration } from "../functions/shared/relay/invocation.ts";
+import { relayConfigFromEnv } from "../functions/shared/relay/settings.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";

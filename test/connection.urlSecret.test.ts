@@ -1,6 +1,6 @@
 import { CreateSecretCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { createDatabasePool, databaseSourceFromEnv } from "../functions/shared/connection.ts";
+import { createDatabasePool, databaseSourceFromEnv } from "../functions/shared/db/connection.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 

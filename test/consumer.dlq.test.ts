@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { describe, expect, it } from "vitest";
 import { createInboxHandler } from "../functions/shared/consumer/index.ts";
-import { enqueue } from "../functions/shared/enqueue.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
 import { pollOnce } from "../local/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, outboxIdOf, recorder } from "./support/consumer.ts";
 import { useTestDatabase } from "./support/db.ts";

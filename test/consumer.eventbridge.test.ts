@@ -7,8 +7,11 @@ import {
   parseInboxEvent,
   type SqsRecord,
 } from "../functions/shared/consumer/index.ts";
-import { detailEnvelope, eventBridgeDestination } from "../functions/shared/destinations/eventBridge.ts";
-import { enqueue } from "../functions/shared/enqueue.ts";
+import {
+  detailEnvelope,
+  eventBridgeDestination,
+} from "../functions/shared/destinations/eventBridge/eventBridge.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
 import { pollOnce, toSqsEvent } from "../local/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, inboxIds, recorder } from "./support/consumer.ts";
 import { useTestDatabase } from "./support/db.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseInboxEvent, type SqsRecord } from "../functions/shared/consumer/index.ts";
-import { messageAttributes } from "../functions/shared/sqsMessage.ts";
+import { messageAttributes } from "../functions/shared/outbox/message.ts";
 import { lambdaMessageAttributes } from "./support/consumer.ts";
 
 const ID = "0b8f7a2e-3c1d-4e5f-9a6b-7c8d9e0f1a2b";

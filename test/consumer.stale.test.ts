@@ -8,7 +8,7 @@ import {
   migrateInbox,
   purgeInbox,
 } from "../functions/shared/consumer/index.ts";
-import { defaultMigrationsDir } from "../functions/shared/migrate.ts";
+import { defaultMigrationsDir } from "../functions/shared/db/migrate.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, recorder, relayRecord } from "./support/consumer.ts";
 import { useTestDatabase } from "./support/db.ts";
 

@@ -6,7 +6,7 @@ import {
   type InboxRecordHandler,
   InboxUnavailableError,
 } from "../functions/shared/consumer/index.ts";
-import { enqueue } from "../functions/shared/enqueue.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
 import { freePort } from "../local/freePort.ts";
 import { pollOnce } from "../local/sqsEventSource.ts";
 import {

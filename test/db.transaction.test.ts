@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { withTransaction } from "../functions/shared/db.ts";
-import { TransactionRolledBackError } from "../functions/shared/errors.ts";
+import { withTransaction } from "../functions/shared/db/session.ts";
+import { TransactionRolledBackError } from "../functions/shared/outbox/errors.ts";
 import { useTestDatabase } from "./support/db.ts";
 
 const db = useTestDatabase();

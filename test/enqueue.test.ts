@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { enqueue, type OutboxEvent } from "../functions/shared/enqueue.ts";
-import { ConfigError, ValidationError } from "../functions/shared/errors.ts";
-import { jsonbBodySize } from "../functions/shared/jsonbSize.ts";
-import { compactJsonbText } from "../functions/shared/jsonbText.ts";
-import { migrate } from "../functions/shared/migrate.ts";
+import { migrate } from "../functions/shared/db/migrate.ts";
+import { ConfigError, ValidationError } from "../functions/shared/outbox/errors.ts";
+import { jsonbBodySize } from "../functions/shared/outbox/jsonbSize.ts";
+import { compactJsonbText } from "../functions/shared/outbox/jsonbText.ts";
+import { enqueue, type OutboxEvent } from "../functions/shared/produce/enqueue.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 

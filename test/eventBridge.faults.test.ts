@@ -7,7 +7,7 @@ import {
 } from "@aws-sdk/client-eventbridge";
 import { PurgeQueueCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { eventBridgeDestination } from "../functions/shared/destinations/eventBridge.ts";
+import { eventBridgeDestination } from "../functions/shared/destinations/eventBridge/eventBridge.ts";
 import type { FakeSqs } from "../local/fakeSqs.ts";
 import { aLoadedRow, type FakeBus, startFakeBus } from "./support/eventBridge.ts";
 import { receiveAll } from "./support/sqs.ts";

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { enqueue } from "../functions/shared/enqueue.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { createBusToQueue, eventBridgeClient } from "./support/eventBridge.ts";

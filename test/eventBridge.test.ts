@@ -5,7 +5,7 @@ import {
   EVENTBRIDGE_MAX_REQUEST_BYTES,
   eventBridgeDestination,
   xrayTraceHeader,
-} from "../functions/shared/destinations/eventBridge.ts";
+} from "../functions/shared/destinations/eventBridge/eventBridge.ts";
 import { aLoadedRow, createBusToQueue, eventBridgeClient } from "./support/eventBridge.ts";
 import { receiveAll, sqsClient } from "./support/sqs.ts";
 

@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import type { Queryable } from "../functions/shared/db.ts";
-import { outboxNames } from "../functions/shared/identifiers.ts";
+import type { Queryable } from "../functions/shared/db/session.ts";
+import { outboxNames } from "../functions/shared/outbox/names.ts";
 import {
   DIRECT_MAX_STORED_BYTES,
   type LoadedPayload,
@@ -8,7 +8,7 @@ import {
   loadPayloadsByWalk,
   MAX_TEXT_BYTES_PER_STORED_BYTE,
   type PayloadLimits,
-} from "../functions/shared/sql/loadPayloads.ts";
+} from "../functions/shared/relay/sql/loadPayloads.ts";
 import { useTestDatabase } from "./support/db.ts";
 
 /**

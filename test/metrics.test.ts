@@ -2,16 +2,16 @@ import { Metrics } from "@aws-lambda-powertools/metrics";
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { outboxNames } from "../functions/shared/identifiers.ts";
+import { migrate } from "../functions/shared/db/migrate.ts";
 import {
   createMetrics,
   RelayMetrics,
   Reservoir,
   relayMetricsOptionsFromEnv,
-} from "../functions/shared/metrics.ts";
-import { migrate } from "../functions/shared/migrate.ts";
-import type { RoundReport } from "../functions/shared/relay.ts";
-import { outboxSnapshot, outboxSnapshotStatements } from "../functions/shared/sql/outboxSnapshot.ts";
+} from "../functions/shared/observe/metrics.ts";
+import { outboxSnapshot, outboxSnapshotStatements } from "../functions/shared/observe/sql/outboxSnapshot.ts";
+import { outboxNames } from "../functions/shared/outbox/names.ts";
+import type { RoundReport } from "../functions/shared/relay/engine.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";

@@ -2,7 +2,7 @@ import { copyFile, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { defaultMigrationsDir, migrate } from "../functions/shared/migrate.ts";
+import { defaultMigrationsDir, migrate } from "../functions/shared/db/migrate.ts";
 import { waitFor } from "./chaos/support/waitFor.ts";
 import { useEmptyDatabases } from "./support/db.ts";
 import { openSession } from "./support/sessions.ts";

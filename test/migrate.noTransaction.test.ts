@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type pg from "pg";
 import { describe, expect, it } from "vitest";
-import { MigrationError } from "../functions/shared/errors.ts";
-import { migrate } from "../functions/shared/migrate.ts";
+import { migrate } from "../functions/shared/db/migrate.ts";
+import { MigrationError } from "../functions/shared/outbox/errors.ts";
 import { useEmptyDatabases } from "./support/db.ts";
 
 const { emptyPool } = useEmptyDatabases();

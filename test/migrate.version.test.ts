@@ -1,6 +1,6 @@
 import { describe, expect, inject, it } from "vitest";
-import { MigrationError } from "../functions/shared/errors.ts";
-import { migrate, refuseUnsupportedServer, SUPPORTED_POSTGRES } from "../functions/shared/migrate.ts";
+import { migrate, refuseUnsupportedServer, SUPPORTED_POSTGRES } from "../functions/shared/db/migrate.ts";
+import { MigrationError } from "../functions/shared/outbox/errors.ts";
 import { POSTGRES_VERSIONS } from "../local/docker.ts";
 import { useEmptyDatabases } from "./support/db.ts";
 

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue } from "../functions/shared/enqueue.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
 import { waitFor } from "./chaos/support/waitFor.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";

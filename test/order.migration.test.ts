@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MigrationError } from "../functions/shared/errors.ts";
-import { defaultMigrationsDir, migrate } from "../functions/shared/migrate.ts";
+import { defaultMigrationsDir, migrate } from "../functions/shared/db/migrate.ts";
+import { MigrationError } from "../functions/shared/outbox/errors.ts";
 import { createEmptyDatabase } from "./support/db.ts";
 
 const COMMIT_ORDER = "0005_commit_order.sql";

@@ -1,7 +1,7 @@
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Queryable } from "../functions/shared/db.ts";
-import { runRelay } from "../functions/shared/relay.ts";
+import type { Queryable } from "../functions/shared/db/session.ts";
+import { runRelay } from "../functions/shared/relay/engine.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { waitFor } from "./chaos/support/waitFor.ts";

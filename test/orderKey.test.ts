@@ -1,6 +1,6 @@
 import type { ScheduledEvent } from "aws-lambda";
 import { afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
-import { enqueue } from "../functions/shared/enqueue.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { lambdaContext, relayLambdaEnv } from "./support/lambda.ts";

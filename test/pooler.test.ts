@@ -1,6 +1,6 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { migrate } from "../functions/shared/migrate.ts";
+import { migrate } from "../functions/shared/db/migrate.ts";
 import { type LocalPooler, startPgbouncer } from "../local/pgbouncer.ts";
 import { createEmptyDatabase } from "./support/db.ts";
 import { withDatabase } from "./support/templateDatabase.ts";

@@ -1,18 +1,18 @@
 import type pg from "pg";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { SessionClient, SessionPool } from "../functions/shared/db.ts";
-import { ConfigError } from "../functions/shared/errors.ts";
-import { outboxNames } from "../functions/shared/identifiers.ts";
+import type { SessionClient, SessionPool } from "../functions/shared/db/session.ts";
+import { ConfigError } from "../functions/shared/outbox/errors.ts";
+import { outboxNames } from "../functions/shared/outbox/names.ts";
 import {
   DEFAULT_PURGE_OPTIONS,
   type PurgeOptions,
   type PurgeSummary,
   readOutboxSnapshot,
   runPurge,
-} from "../functions/shared/purge.ts";
-import { purgeConfigFromEnv } from "../functions/shared/purgeConfig.ts";
-import { type RelaySummary, runRelay } from "../functions/shared/relay.ts";
-import { purgePublished, purgeStatements } from "../functions/shared/sql/purgePublished.ts";
+} from "../functions/shared/purge/purge.ts";
+import { purgeConfigFromEnv } from "../functions/shared/purge/settings.ts";
+import { purgePublished, purgeStatements } from "../functions/shared/purge/sql/purgePublished.ts";
+import { type RelaySummary, runRelay } from "../functions/shared/relay/engine.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { drain, queueDestination, testRelayOptions } from "./support/relay.ts";
 import { createFifoQueue, useFakeSqs } from "./support/sqs.ts";

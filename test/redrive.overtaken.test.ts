@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { withTransaction } from "../functions/shared/db.ts";
-import { outboxNames } from "../functions/shared/identifiers.ts";
-import { DEFAULT_PURGE_OPTIONS, runPurge } from "../functions/shared/purge.ts";
-import { redriveDeadLetters } from "../functions/shared/sql/redriveDeadLetters.ts";
+import { withTransaction } from "../functions/shared/db/session.ts";
+import { redriveDeadLetters } from "../functions/shared/operate/sql/redriveDeadLetters.ts";
+import { outboxNames } from "../functions/shared/outbox/names.ts";
+import { DEFAULT_PURGE_OPTIONS, runPurge } from "../functions/shared/purge/purge.ts";
 import { waitFor } from "./chaos/support/waitFor.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { openSession } from "./support/sessions.ts";

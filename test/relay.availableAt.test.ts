@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { enqueue } from "../functions/shared/enqueue.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { drain, testRelayOptions } from "./support/relay.ts";

@@ -1,7 +1,7 @@
 import type { Message } from "@aws-sdk/client-sqs";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { enqueue } from "../functions/shared/enqueue.ts";
-import { runRelay } from "../functions/shared/relay.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
+import { runRelay } from "../functions/shared/relay/engine.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { drain, queueDestination, testRelayOptions } from "./support/relay.ts";

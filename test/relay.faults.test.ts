@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import type { SessionPool } from "../functions/shared/db.ts";
-import type { OutboxEvent } from "../functions/shared/enqueue.ts";
-import { runRelay } from "../functions/shared/relay.ts";
+import type { SessionPool } from "../functions/shared/db/session.ts";
+import type { OutboxEvent } from "../functions/shared/produce/enqueue.ts";
+import { runRelay } from "../functions/shared/relay/engine.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { checkLedger } from "./support/ledger.ts";

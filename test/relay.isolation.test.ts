@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import type { SessionPool } from "../functions/shared/db.ts";
-import { enqueue } from "../functions/shared/enqueue.ts";
-import { type RelayLogger, type RoundReport, runRelay } from "../functions/shared/relay.ts";
+import type { SessionPool } from "../functions/shared/db/session.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
+import { type RelayLogger, type RoundReport, runRelay } from "../functions/shared/relay/engine.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { drain, queueDestination, testRelayOptions } from "./support/relay.ts";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { enqueue } from "../functions/shared/enqueue.ts";
-import { listenForOutboxInserts } from "../functions/shared/notify.ts";
-import { type RoundReport, runRelay } from "../functions/shared/relay.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
+import { type RoundReport, runRelay } from "../functions/shared/relay/engine.ts";
+import { listenForOutboxInserts } from "../functions/shared/relay/wakeUp.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { queueDestination, testRelayOptions } from "./support/relay.ts";

@@ -1,10 +1,10 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SessionClient, SessionPool } from "../functions/shared/db.ts";
-import { enqueue } from "../functions/shared/enqueue.ts";
-import { DEFAULT_PURGE_OPTIONS, runPurge } from "../functions/shared/purge.ts";
-import { relayRound } from "../functions/shared/relay.ts";
-import { newClaimCursor } from "../functions/shared/sql/claimBatch.ts";
+import type { SessionClient, SessionPool } from "../functions/shared/db/session.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
+import { DEFAULT_PURGE_OPTIONS, runPurge } from "../functions/shared/purge/purge.ts";
+import { relayRound } from "../functions/shared/relay/engine.ts";
+import { newClaimCursor } from "../functions/shared/relay/sql/claimBatch.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { queueDestination, testRelayOptions } from "./support/relay.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { enqueue } from "../functions/shared/enqueue.ts";
-import { runRelay } from "../functions/shared/relay.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
+import { runRelay } from "../functions/shared/relay/engine.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { queueDestination, testRelayOptions } from "./support/relay.ts";

@@ -1,8 +1,8 @@
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { queryTimeoutFor } from "../functions/shared/connection.ts";
-import { enqueue } from "../functions/shared/enqueue.ts";
-import { DEFAULT_RELAY_OPTIONS, roundReserveMs, runRelay } from "../functions/shared/relay.ts";
+import { queryTimeoutFor } from "../functions/shared/db/connection.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
+import { DEFAULT_RELAY_OPTIONS, roundReserveMs, runRelay } from "../functions/shared/relay/engine.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { queueDestination } from "./support/relay.ts";

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { enqueue } from "../functions/shared/enqueue.ts";
-import { outboxNames } from "../functions/shared/identifiers.ts";
-import type { RelaySummary } from "../functions/shared/relay.ts";
-import { noProgressError } from "../functions/shared/relayInvocation.ts";
-import { hasPendingEvents } from "../functions/shared/sql/pendingEvents.ts";
+import { outboxNames } from "../functions/shared/outbox/names.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
+import type { RelaySummary } from "../functions/shared/relay/engine.ts";
+import { noProgressError } from "../functions/shared/relay/invocation.ts";
+import { hasPendingEvents } from "../functions/shared/relay/sql/pendingEvents.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { openSession } from "./support/sessions.ts";

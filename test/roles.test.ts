@@ -1,9 +1,9 @@
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
-import { withTransaction } from "../functions/shared/db.ts";
-import { enqueue } from "../functions/shared/enqueue.ts";
-import { DEFAULT_PURGE_OPTIONS, readOutboxSnapshot, runPurge } from "../functions/shared/purge.ts";
-import { noProgressError } from "../functions/shared/relayInvocation.ts";
+import { withTransaction } from "../functions/shared/db/session.ts";
+import { enqueue } from "../functions/shared/produce/enqueue.ts";
+import { DEFAULT_PURGE_OPTIONS, readOutboxSnapshot, runPurge } from "../functions/shared/purge/purge.ts";
+import { noProgressError } from "../functions/shared/relay/invocation.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { drain, testRelayOptions } from "./support/relay.ts";

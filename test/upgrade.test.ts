@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_LOCK_TIMEOUT_MS, defaultMigrationsDir, migrate } from "../functions/shared/migrate.ts";
+import { DEFAULT_LOCK_TIMEOUT_MS, defaultMigrationsDir, migrate } from "../functions/shared/db/migrate.ts";
 import { LOCAL_AWS } from "../local/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
 import { waitFor } from "./chaos/support/waitFor.ts";

@@ -1,7 +1,7 @@
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
-import { compactJsonbText } from "../../functions/shared/jsonbText.ts";
-import { messageAttributes } from "../../functions/shared/sqsMessage.ts";
+import { compactJsonbText } from "../../functions/shared/outbox/jsonbText.ts";
+import { messageAttributes } from "../../functions/shared/outbox/message.ts";
 
 interface OutboxRow {
   id: string;

@@ -1,5 +1,5 @@
 import pg from "pg";
-import { migrate } from "../../functions/shared/migrate.ts";
+import { migrate } from "../../functions/shared/db/migrate.ts";
 import { type LocalPostgres, startPostgres } from "../../local/postgres.ts";
 
 export interface BenchDatabase {

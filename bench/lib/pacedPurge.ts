@@ -1,8 +1,8 @@
 import type pg from "pg";
-import { withTransaction } from "../../functions/shared/db.ts";
-import { outboxNames } from "../../functions/shared/identifiers.ts";
-import { DEFAULT_PURGE_OPTIONS } from "../../functions/shared/purge.ts";
-import { purgePublished } from "../../functions/shared/sql/purgePublished.ts";
+import { withTransaction } from "../../functions/shared/db/session.ts";
+import { outboxNames } from "../../functions/shared/outbox/names.ts";
+import { DEFAULT_PURGE_OPTIONS } from "../../functions/shared/purge/purge.ts";
+import { purgePublished } from "../../functions/shared/purge/sql/purgePublished.ts";
 
 /**
  * A preview of a paced purge, for the purge-interference comparison: runPurge's own DELETE

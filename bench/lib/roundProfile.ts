@@ -1,4 +1,4 @@
-import type { SessionClient, SessionPool } from "../../functions/shared/db.ts";
+import type { SessionClient, SessionPool } from "../../functions/shared/db/session.ts";
 
 /**
  * `claim`: the claim statement. `load`: loading the payloads (sql/loadPayloads.ts: its direct statement, and the

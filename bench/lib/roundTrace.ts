@@ -1,4 +1,4 @@
-import type { SessionClient, SessionPool } from "../../functions/shared/db.ts";
+import type { SessionClient, SessionPool } from "../../functions/shared/db/session.ts";
 import { phaseOf } from "./roundProfile.ts";
 import { epochNow } from "./threadPauses.ts";
 

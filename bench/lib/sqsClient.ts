@@ -1,7 +1,7 @@
 import { CreateQueueCommand, DeleteQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { type CreatedDestination, createDestination } from "../../functions/shared/destinations/create.ts";
-import type { RelayOptions } from "../../functions/shared/relay.ts";
-import { SQS_MAX_MESSAGE_BYTES } from "../../functions/shared/sqsMessage.ts";
+import { SQS_MAX_MESSAGE_BYTES } from "../../functions/shared/destinations/sqs/limits.ts";
+import type { RelayOptions } from "../../functions/shared/relay/engine.ts";
 import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
 
 /**

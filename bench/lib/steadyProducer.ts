@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { enqueue } from "../../functions/shared/enqueue.ts";
+import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 
 export interface SteadyLoad {
   eventsPerSecond: number;

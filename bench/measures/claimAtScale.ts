@@ -1,8 +1,8 @@
 import type pg from "pg";
-import type { Queryable } from "../../functions/shared/db.ts";
-import { type OutboxNames, outboxNames } from "../../functions/shared/identifiers.ts";
-import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay.ts";
-import { claimBatch, newClaimCursor } from "../../functions/shared/sql/claimBatch.ts";
+import type { Queryable } from "../../functions/shared/db/session.ts";
+import { type OutboxNames, outboxNames } from "../../functions/shared/outbox/names.ts";
+import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
+import { claimBatch, newClaimCursor } from "../../functions/shared/relay/sql/claimBatch.ts";
 import { type BacklogShape, resetOutbox, seedBacklog, seedPublished } from "../lib/benchDatabase.ts";
 import { percentile } from "../lib/stats.ts";
 

@@ -8,7 +8,7 @@ import {
   type SqsBatchResponse,
   type SqsEvent,
 } from "../../functions/shared/consumer/index.ts";
-import { messageAttributes } from "../../functions/shared/sqsMessage.ts";
+import { messageAttributes } from "../../functions/shared/outbox/message.ts";
 import { pollOnce } from "../../local/sqsEventSource.ts";
 import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import { type Repeated, repeated } from "../lib/stats.ts";

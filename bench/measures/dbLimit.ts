@@ -1,9 +1,9 @@
 import type pg from "pg";
-import { withTransaction } from "../../functions/shared/db.ts";
-import { outboxNames } from "../../functions/shared/identifiers.ts";
-import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay.ts";
-import { claimBatch } from "../../functions/shared/sql/claimBatch.ts";
-import { recordOutcomes } from "../../functions/shared/sql/recordOutcomes.ts";
+import { withTransaction } from "../../functions/shared/db/session.ts";
+import { outboxNames } from "../../functions/shared/outbox/names.ts";
+import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
+import { claimBatch } from "../../functions/shared/relay/sql/claimBatch.ts";
+import { recordOutcomes } from "../../functions/shared/relay/sql/recordOutcomes.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 
 /**

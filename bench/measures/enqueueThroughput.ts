@@ -1,5 +1,5 @@
 import pg from "pg";
-import { enqueue } from "../../functions/shared/enqueue.ts";
+import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { resetOutbox } from "../lib/benchDatabase.ts";
 import type { CpuMeter } from "../lib/cpuMeter.ts";
 import { type Repeated, repeated } from "../lib/stats.ts";

@@ -1,11 +1,11 @@
 import pg from "pg";
-import { listenForOutboxInserts } from "../../functions/shared/notify.ts";
 import {
   DEFAULT_RELAY_OPTIONS,
   type RelayOptions,
   roundReserveMs,
   runRelay,
-} from "../../functions/shared/relay.ts";
+} from "../../functions/shared/relay/engine.ts";
+import { listenForOutboxInserts } from "../../functions/shared/relay/wakeUp.ts";
 import { resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import { watchDatabase } from "../lib/databaseWatch.ts";
 import { tracedPool } from "../lib/roundTrace.ts";

@@ -1,14 +1,14 @@
 import type pg from "pg";
-import type { Queryable } from "../../functions/shared/db.ts";
-import { outboxNames } from "../../functions/shared/identifiers.ts";
-import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay.ts";
-import { claimBatch, newClaimCursor } from "../../functions/shared/sql/claimBatch.ts";
+import type { Queryable } from "../../functions/shared/db/session.ts";
+import { SQS_MAX_MESSAGE_BYTES } from "../../functions/shared/destinations/sqs/limits.ts";
+import { outboxNames } from "../../functions/shared/outbox/names.ts";
+import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
+import { claimBatch, newClaimCursor } from "../../functions/shared/relay/sql/claimBatch.ts";
 import {
   loadPayloads,
   loadPayloadsByWalk,
   type PayloadLimits,
-} from "../../functions/shared/sql/loadPayloads.ts";
-import { SQS_MAX_MESSAGE_BYTES } from "../../functions/shared/sqsMessage.ts";
+} from "../../functions/shared/relay/sql/loadPayloads.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import { isDirectLoad, type LoadVariant } from "../lib/roundProfile.ts";
 import { median, percentile } from "../lib/stats.ts";

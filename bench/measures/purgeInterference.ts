@@ -1,6 +1,6 @@
 import pg from "pg";
-import { DEFAULT_PURGE_OPTIONS, type PurgeSummary, runPurge } from "../../functions/shared/purge.ts";
-import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay.ts";
+import { DEFAULT_PURGE_OPTIONS, type PurgeSummary, runPurge } from "../../functions/shared/purge/purge.ts";
+import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay/engine.ts";
 import { type BacklogShape, resetOutbox, seedBacklog, seedPublished } from "../lib/benchDatabase.ts";
 import type { CpuMeter } from "../lib/cpuMeter.ts";
 import { pacedPurge } from "../lib/pacedPurge.ts";

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type pg from "pg";
-import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay.ts";
+import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
 import { resetOutbox } from "../lib/benchDatabase.ts";
 import { createBenchQueue, deleteBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";

@@ -4,7 +4,7 @@
  * events published, peak and idle RSS (MiB) and duration.
  */
 import pg from "pg";
-import { DEFAULT_RELAY_OPTIONS, runRelay } from "../../functions/shared/relay.ts";
+import { DEFAULT_RELAY_OPTIONS, runRelay } from "../../functions/shared/relay/engine.ts";
 import { relayDestination } from "../lib/sqsClient.ts";
 
 const env = (name: string) => {

@@ -1,7 +1,7 @@
 import { Readable } from "node:stream";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import type { LoadedRow } from "../../functions/shared/destinations/destination.ts";
-import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
+import { sqsFifoDestination } from "../../functions/shared/destinations/sqs/sqsFifo.ts";
 import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
 
 /**

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay.ts";
+import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
 import { goArticleRelay } from "../baseline/goArticleRelay.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import { createBenchQueue, deleteBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";

@@ -1,9 +1,9 @@
 import type pg from "pg";
-import { withTransaction } from "../../functions/shared/db.ts";
-import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
-import { enqueue } from "../../functions/shared/enqueue.ts";
-import { DEFAULT_PURGE_OPTIONS, runPurge } from "../../functions/shared/purge.ts";
-import { DEFAULT_RELAY_OPTIONS, runRelay } from "../../functions/shared/relay.ts";
+import { withTransaction } from "../../functions/shared/db/session.ts";
+import { sqsFifoDestination } from "../../functions/shared/destinations/sqs/sqsFifo.ts";
+import { enqueue } from "../../functions/shared/produce/enqueue.ts";
+import { DEFAULT_PURGE_OPTIONS, runPurge } from "../../functions/shared/purge/purge.ts";
+import { DEFAULT_RELAY_OPTIONS, runRelay } from "../../functions/shared/relay/engine.ts";
 import { resetOutbox } from "../lib/benchDatabase.ts";
 import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";

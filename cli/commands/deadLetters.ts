@@ -1,5 +1,5 @@
 import { Command } from "commander";
-import { type DeadLetter, listDeadLetters } from "../../functions/shared/sql/listDeadLetters.ts";
+import { type DeadLetter, listDeadLetters } from "../../functions/shared/operate/sql/listDeadLetters.ts";
 import { openOutboxDatabase, outboxTargetFromEnv } from "../database.ts";
 import { addConnectionOptions, type ConnectionFlags, connectionEnv, integerIn } from "../options.ts";
 import { type Column, formatTable, print, printJson } from "../output.ts";

@@ -1,5 +1,5 @@
 import { Command } from "commander";
-import { migrate } from "../../functions/shared/migrate.ts";
+import { migrate } from "../../functions/shared/db/migrate.ts";
 import { MIGRATE_QUERY_TIMEOUT_MS, openOutboxDatabase, outboxTargetFromEnv } from "../database.ts";
 import { addConnectionOptions, type ConnectionFlags, connectionEnv } from "../options.ts";
 import { print, printJson } from "../output.ts";

@@ -1,7 +1,7 @@
 import { Command } from "commander";
-import { queryTimeoutFor } from "../../functions/shared/connection.ts";
-import { type PurgeSummary, runPurge } from "../../functions/shared/purge.ts";
-import { purgeConfigFromEnv } from "../../functions/shared/purgeConfig.ts";
+import { queryTimeoutFor } from "../../functions/shared/db/connection.ts";
+import { type PurgeSummary, runPurge } from "../../functions/shared/purge/purge.ts";
+import { purgeConfigFromEnv } from "../../functions/shared/purge/settings.ts";
 import { openOutboxDatabase } from "../database.ts";
 import { EXIT_FAILURE } from "../errors.ts";
 import { createLogger, defaultLogFormat } from "../logger.ts";

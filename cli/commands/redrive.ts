@@ -1,12 +1,12 @@
 import { Command, Option } from "commander";
-import { withTransaction } from "../../functions/shared/db.ts";
+import { withTransaction } from "../../functions/shared/db/session.ts";
 import {
   checkRedriveSelector,
   hasSelector,
   type RedrivenEvent,
   type RedriveSelector,
   redriveDeadLetters,
-} from "../../functions/shared/sql/redriveDeadLetters.ts";
+} from "../../functions/shared/operate/sql/redriveDeadLetters.ts";
 import { openOutboxDatabase, outboxTargetFromEnv } from "../database.ts";
 import { CliError, EXIT_USAGE } from "../errors.ts";
 import { addConnectionOptions, type ConnectionFlags, collect, connectionEnv } from "../options.ts";

@@ -1,16 +1,16 @@
 import { Command, Option } from "commander";
-import { queryTimeoutFor } from "../../functions/shared/connection.ts";
+import { queryTimeoutFor } from "../../functions/shared/db/connection.ts";
 import { createDestination } from "../../functions/shared/destinations/create.ts";
-import { errorMessage } from "../../functions/shared/errors.ts";
-import { listenForOutboxInserts } from "../../functions/shared/notify.ts";
-import { checkOrderKeyBeforeRelaying } from "../../functions/shared/orderKey.ts";
+import { errorMessage } from "../../functions/shared/outbox/errors.ts";
 import {
   DEFAULT_RELAY_OPTIONS,
   type RelaySummary,
   roundReserveMs,
   runRelay,
-} from "../../functions/shared/relay.ts";
-import { type RelayConfig, relayConfigFromEnv } from "../../functions/shared/relayConfig.ts";
+} from "../../functions/shared/relay/engine.ts";
+import { checkOrderKeyBeforeRelaying } from "../../functions/shared/relay/orderKey.ts";
+import { type RelayConfig, relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
+import { listenForOutboxInserts } from "../../functions/shared/relay/wakeUp.ts";
 import { openOutboxDatabase } from "../database.ts";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "../errors.ts";
 import { createLogger, defaultLogFormat, type LogFormat } from "../logger.ts";

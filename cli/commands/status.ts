@@ -1,10 +1,10 @@
 import { Command } from "commander";
-import { withTransaction } from "../../functions/shared/db.ts";
+import { withTransaction } from "../../functions/shared/db/session.ts";
 import {
   type EventTypeSnapshot,
   type OutboxSnapshot,
   outboxSnapshot,
-} from "../../functions/shared/sql/outboxSnapshot.ts";
+} from "../../functions/shared/observe/sql/outboxSnapshot.ts";
 import { openOutboxDatabase, outboxTargetFromEnv } from "../database.ts";
 import { addConnectionOptions, type ConnectionFlags, connectionEnv } from "../options.ts";
 import { type Column, formatAge, formatTable, print, printJson } from "../output.ts";

@@ -2,14 +2,14 @@ import { Logger } from "@aws-lambda-powertools/logger";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import middy from "@middy/core";
 import type { CloudFormationCustomResourceEvent, Context } from "aws-lambda";
-import { createDatabasePool, type DatabaseSource, databaseSourceFromEnv } from "#shared/connection.ts";
+import { createDatabasePool, type DatabaseSource, databaseSourceFromEnv } from "#shared/db/connection.ts";
+import { migrate } from "#shared/db/migrate.ts";
 import {
   DEFAULT_SCHEMA,
   DEFAULT_TABLE,
   type OutboxLocation,
   outboxLocationFromEnv,
-} from "#shared/identifiers.ts";
-import { migrate } from "#shared/migrate.ts";
+} from "#shared/outbox/names.ts";
 
 /**
  * Deploy-time migrations: the `onEvent` handler of a CDK Provider-framework custom resource. The framework

@@ -3,16 +3,16 @@ import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
-import { createDatabasePool, queryTimeoutFor } from "#shared/connection.ts";
-import { errorMessage } from "#shared/errors.ts";
+import { createDatabasePool, queryTimeoutFor } from "#shared/db/connection.ts";
 import {
   createMetrics,
   recordOutboxSnapshot,
   recordPurgeSummary,
   recordSnapshotError,
-} from "#shared/metrics.ts";
-import { type PurgeSummary, readOutboxSnapshot, runPurge } from "#shared/purge.ts";
-import { purgeConfigFromEnv } from "#shared/purgeConfig.ts";
+} from "#shared/observe/metrics.ts";
+import { errorMessage } from "#shared/outbox/errors.ts";
+import { type PurgeSummary, readOutboxSnapshot, runPurge } from "#shared/purge/purge.ts";
+import { purgeConfigFromEnv } from "#shared/purge/settings.ts";
 
 // Cold start: configuration errors fail here, naming the variable, before any event is handled.
 const config = purgeConfigFromEnv(process.env);

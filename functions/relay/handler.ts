@@ -3,22 +3,22 @@ import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
-import { createDatabasePool, queryTimeoutFor } from "#shared/connection.ts";
-import { withTransaction } from "#shared/db.ts";
+import { createDatabasePool, queryTimeoutFor } from "#shared/db/connection.ts";
+import { withTransaction } from "#shared/db/session.ts";
 import { createDestination } from "#shared/destinations/create.ts";
-import { outboxNames } from "#shared/identifiers.ts";
-import { createMetrics, RelayMetrics, relayMetricsOptionsFromEnv } from "#shared/metrics.ts";
-import { listenForOutboxInserts } from "#shared/notify.ts";
-import { checkOrderKeyBeforeRelaying } from "#shared/orderKey.ts";
-import { type RelaySummary, runRelay } from "#shared/relay.ts";
-import { relayConfigFromEnv } from "#shared/relayConfig.ts";
+import { createMetrics, RelayMetrics, relayMetricsOptionsFromEnv } from "#shared/observe/metrics.ts";
+import { outboxNames } from "#shared/outbox/names.ts";
+import { type RelaySummary, runRelay } from "#shared/relay/engine.ts";
 import {
   checkMaxDuration,
   FailureRecorder,
   invocationDeadline,
   noProgressError,
-} from "#shared/relayInvocation.ts";
-import { hasPendingEvents } from "#shared/sql/pendingEvents.ts";
+} from "#shared/relay/invocation.ts";
+import { checkOrderKeyBeforeRelaying } from "#shared/relay/orderKey.ts";
+import { relayConfigFromEnv } from "#shared/relay/settings.ts";
+import { hasPendingEvents } from "#shared/relay/sql/pendingEvents.ts";
+import { listenForOutboxInserts } from "#shared/relay/wakeUp.ts";
 
 // Cold start: configuration errors fail here, naming the variable, before any event is handled.
 const config = relayConfigFromEnv(process.env);

@@ -4,32 +4,34 @@ export {
   type DatabasePool,
   type DatabaseSource,
   databaseSourceFromEnv,
-} from "./connection.ts";
-export type { Queryable, SessionPool } from "./db.ts";
+} from "./db/connection.ts";
+export { type MigrateOptions, type MigrateResult, migrate } from "./db/migrate.ts";
+export type { Queryable, SessionPool } from "./db/session.ts";
 export {
   type CreatedDestination,
   createDestination,
   type DestinationClientOptions,
 } from "./destinations/create.ts";
 export type { Destination, LoadedRow, Prepared, PublishResult } from "./destinations/destination.ts";
-export { type EventBridgeOptions, eventBridgeDestination } from "./destinations/eventBridge.ts";
+export { type EventBridgeOptions, eventBridgeDestination } from "./destinations/eventBridge/eventBridge.ts";
 export {
   type DestinationSetting,
   destinationSettingFromEnv,
   type EventBridgeSetting,
   type SqsFifoSetting,
 } from "./destinations/setting.ts";
-export { type SqsFifoOptions, sqsFifoDestination } from "./destinations/sqsFifo.ts";
-export { type EnqueuedEvent, type EnqueueOptions, enqueue, type OutboxEvent } from "./enqueue.ts";
+export { type SqsFifoOptions, sqsFifoDestination } from "./destinations/sqs/sqsFifo.ts";
+export { type EventTypeSnapshot, type OutboxSnapshot, outboxSnapshot } from "./observe/sql/outboxSnapshot.ts";
 export {
   ConfigError,
   MigrationError,
   OutboxError,
   PublishError,
   ValidationError,
-} from "./errors.ts";
-export { type OutboxLocation, outboxNames } from "./identifiers.ts";
-export { type MigrateOptions, type MigrateResult, migrate } from "./migrate.ts";
+} from "./outbox/errors.ts";
+export { DEFAULT_MAX_MESSAGE_BYTES, MAX_HEADERS, STANDARD_ATTRIBUTES } from "./outbox/message.ts";
+export { type OutboxLocation, outboxNames } from "./outbox/names.ts";
+export { type EnqueuedEvent, type EnqueueOptions, enqueue, type OutboxEvent } from "./produce/enqueue.ts";
 export {
   DEFAULT_PURGE_OPTIONS,
   type PurgeDeps,
@@ -37,8 +39,8 @@ export {
   type PurgeSummary,
   readOutboxSnapshot,
   runPurge,
-} from "./purge.ts";
-export { type PurgeConfig, purgeConfigFromEnv } from "./purgeConfig.ts";
+} from "./purge/purge.ts";
+export { type PurgeConfig, purgeConfigFromEnv } from "./purge/settings.ts";
 export {
   DEFAULT_RELAY_OPTIONS,
   type RelayDeps,
@@ -47,7 +49,5 @@ export {
   type RoundReport,
   relayRound,
   runRelay,
-} from "./relay.ts";
-export { type RelayConfig, relayConfigFromEnv } from "./relayConfig.ts";
-export { type EventTypeSnapshot, type OutboxSnapshot, outboxSnapshot } from "./sql/outboxSnapshot.ts";
-export { MAX_HEADERS, SQS_MAX_MESSAGE_BYTES, STANDARD_ATTRIBUTES } from "./sqsMessage.ts";
+} from "./relay/engine.ts";
+export { type RelayConfig, relayConfigFromEnv } from "./relay/settings.ts";

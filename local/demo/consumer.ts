@@ -22,7 +22,7 @@ import {
   migrateInbox,
   type RecordOutcome,
 } from "../../functions/shared/consumer/index.ts";
-import { ValidationError } from "../../functions/shared/errors.ts";
+import { ValidationError } from "../../functions/shared/outbox/errors.ts";
 import { pollOnce } from "../sqsEventSource.ts";
 
 /** The consumer's tables live apart from the outbox, as they would in the consuming service's own database. */

@@ -4,7 +4,7 @@
  * created_at), so they are right whichever process did the publishing and however often it was killed.
  */
 import type pg from "pg";
-import type { OutboxNames } from "../../functions/shared/identifiers.ts";
+import type { OutboxNames } from "../../functions/shared/outbox/names.ts";
 
 export interface OutboxFigures {
   /** Unpublished, not dead-lettered rows in the whole outbox. */

@@ -8,10 +8,10 @@
  */
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
-import { type Queryable, withTransaction } from "../../functions/shared/db.ts";
-import { enqueue } from "../../functions/shared/enqueue.ts";
-import type { OutboxLocation } from "../../functions/shared/identifiers.ts";
-import { sleep } from "../../functions/shared/sleep.ts";
+import { type Queryable, withTransaction } from "../../functions/shared/db/session.ts";
+import type { OutboxLocation } from "../../functions/shared/outbox/names.ts";
+import { enqueue } from "../../functions/shared/produce/enqueue.ts";
+import { sleep } from "../../functions/shared/util/sleep.ts";
 
 /** The order lifecycle; each step after `created` is an `order.updated` event. */
 const STATUSES = ["created", "paid", "packed", "shipped", "delivered"] as const;

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { migrate } from "../../functions/shared/migrate.ts";
+import { migrate } from "../../functions/shared/db/migrate.ts";
 import { type FakeSqs, startFakeSqs } from "../../local/fakeSqs.ts";
 import { type LocalPostgres, startPostgres } from "../../local/postgres.ts";
 import { expectSurvived } from "./support/chaosSuite.ts";

@@ -8,7 +8,7 @@ import {
 import type pg from "pg";
 import type { InboxLogger, RecordOutcome, SqsRecord } from "../../functions/shared/consumer/index.ts";
 import { migrateInbox } from "../../functions/shared/consumer/index.ts";
-import { messageAttributes, type StringAttributes } from "../../functions/shared/sqsMessage.ts";
+import { messageAttributes, type StringAttributes } from "../../functions/shared/outbox/message.ts";
 
 /** The consumer's side of a test database: the inbox and one table of effects, in a schema of their own. */
 export const CONSUMER_SCHEMA = "consumer";

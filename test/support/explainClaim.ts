@@ -1,7 +1,7 @@
 import type pg from "pg";
-import type { Queryable } from "../../functions/shared/db.ts";
-import type { OutboxNames } from "../../functions/shared/identifiers.ts";
-import { claimBatch } from "../../functions/shared/sql/claimBatch.ts";
+import type { Queryable } from "../../functions/shared/db/session.ts";
+import type { OutboxNames } from "../../functions/shared/outbox/names.ts";
+import { claimBatch } from "../../functions/shared/relay/sql/claimBatch.ts";
 
 export interface PlanNode {
   "Node Type": string;

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { OutboxEvent } from "../../functions/shared/enqueue.ts";
+import type { OutboxEvent } from "../../functions/shared/produce/enqueue.ts";
 
 let counter = 0;
 

@@ -1,5 +1,5 @@
-import type { Queryable } from "../../functions/shared/db.ts";
-import { enqueue, type OutboxEvent } from "../../functions/shared/enqueue.ts";
+import type { Queryable } from "../../functions/shared/db/session.ts";
+import { enqueue, type OutboxEvent } from "../../functions/shared/produce/enqueue.ts";
 
 /** Writes events through the write API; each row with its aggregate, as the ledger reads them. */
 export async function writeEvents(db: Queryable, events: OutboxEvent<unknown>[]) {

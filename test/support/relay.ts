@@ -1,13 +1,13 @@
 import { SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
 import type { Destination } from "../../functions/shared/destinations/destination.ts";
-import { sqsFifoDestination } from "../../functions/shared/destinations/sqsFifo.ts";
+import { sqsFifoDestination } from "../../functions/shared/destinations/sqs/sqsFifo.ts";
 import {
   DEFAULT_RELAY_OPTIONS,
   type RelayOptions,
   roundReserveMs,
   runRelay,
-} from "../../functions/shared/relay.ts";
+} from "../../functions/shared/relay/engine.ts";
 
 /** Options for tests: fast backoff and short timeouts so failure paths finish in milliseconds. */
 export interface TestRelayOptions extends RelayOptions {

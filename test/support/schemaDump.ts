@@ -1,4 +1,4 @@
-import type { Queryable } from "../../functions/shared/db.ts";
+import type { Queryable } from "../../functions/shared/db/session.ts";
 
 /**
  * A deterministic text description of one schema, from the catalogs (no pg_dump binary needed): columns,

@@ -1,5 +1,5 @@
 import pg from "pg";
-import type { Queryable } from "../../functions/shared/db.ts";
+import type { Queryable } from "../../functions/shared/db/session.ts";
 
 /**
  * A connection of its own (not from a pool), with its backend pid, so other sessions can see what it waits for.

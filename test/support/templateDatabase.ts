@@ -1,5 +1,5 @@
 import pg from "pg";
-import { migrate } from "../../functions/shared/migrate.ts";
+import { migrate } from "../../functions/shared/db/migrate.ts";
 
 export function withDatabase(url: string, database: string): string {
   const parsed = new URL(url);

@@ -1,4 +1,4 @@
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../outbox/errors.ts";
 import { orderKey, outboxId, sequenceNumber, timestamp, traceContext } from "./eventFields.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
 import type { SqsRecord } from "./sqsEvent.ts";

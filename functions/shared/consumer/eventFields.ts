@@ -1,4 +1,4 @@
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../outbox/errors.ts";
 
 /**
  * Checks of the fields every outbox event carries, whichever way it arrived (the relay's SQS message attributes

@@ -1,5 +1,5 @@
-import { ValidationError } from "../errors.ts";
-import { STANDARD_ATTRIBUTES } from "../sqsMessage.ts";
+import { ValidationError } from "../outbox/errors.ts";
+import { STANDARD_ATTRIBUTES } from "../outbox/message.ts";
 import { eventBridgeEventOf, parseEventBridgeRecord } from "./eventBridgeRecord.ts";
 import { orderKey, outboxId, sequenceNumber, timestamp, traceContext } from "./eventFields.ts";
 import type { SqsRecord } from "./sqsEvent.ts";

@@ -1,6 +1,6 @@
-import type { Queryable, SessionClient, SessionPool } from "../db.ts";
-import { checkIntegerOption } from "../env.ts";
-import { ConfigError, errorMessage, OutboxError } from "../errors.ts";
+import type { Queryable, SessionClient, SessionPool } from "../db/session.ts";
+import { ConfigError, errorMessage, OutboxError } from "../outbox/errors.ts";
+import { checkIntegerOption } from "../util/env.ts";
 import { type InboxEvent, parseInboxEvent } from "./inboxEvent.ts";
 import { type InboxLocation, inboxNames } from "./inboxTable.ts";
 import { type InboxMetrics, type OutcomeStatus, publishOutcomeCounts } from "./outcomeMetrics.ts";

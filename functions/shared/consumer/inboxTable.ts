@@ -1,8 +1,8 @@
 import { join } from "node:path";
-import { type SessionClient, type SessionPool, withTransaction } from "../db.ts";
-import { checkIntegerOption } from "../env.ts";
-import { type OutboxLocation, type OutboxNames, outboxNames } from "../identifiers.ts";
-import { defaultMigrationsDir, type MigrateResult, migrate } from "../migrate.ts";
+import { defaultMigrationsDir, type MigrateResult, migrate } from "../db/migrate.ts";
+import { type SessionClient, type SessionPool, withTransaction } from "../db/session.ts";
+import { type OutboxLocation, type OutboxNames, outboxNames } from "../outbox/names.ts";
+import { checkIntegerOption } from "../util/env.ts";
 import { purgeInboxBatch } from "./sql/purgeInbox.ts";
 
 /** Where the inbox lives in the consumer's database. Validated and quoted like the outbox's names. */

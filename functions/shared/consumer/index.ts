@@ -1,6 +1,7 @@
 // The consumer's public API: what services reading the outbox's queue import from "aws-outbox-relay/consumer".
-export type { Queryable, SessionClient, SessionPool } from "../db.ts";
-export type { MigrateResult } from "../migrate.ts";
+
+export type { MigrateResult } from "../db/migrate.ts";
+export type { Queryable, SessionClient, SessionPool } from "../db/session.ts";
 export { type InboxEvent, parseInboxEvent } from "./inboxEvent.ts";
 export {
   createInboxHandler,

@@ -1,4 +1,4 @@
-import { errorMessage } from "../errors.ts";
+import { errorMessage } from "../outbox/errors.ts";
 import type { InboxLogger } from "./inboxHandler.ts";
 
 export type OutcomeStatus = "processed" | "duplicate" | "stale" | "ignored" | "failed" | "skipped";

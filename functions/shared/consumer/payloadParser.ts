@@ -1,4 +1,4 @@
-import { ValidationError } from "../errors.ts";
+import { ValidationError } from "../outbox/errors.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
 
 /**

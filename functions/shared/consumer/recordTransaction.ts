@@ -1,5 +1,5 @@
-import { type SessionClient, type SessionPool, withTransaction } from "../db.ts";
-import { ConfigError, DatabaseTimeoutError, OutboxError } from "../errors.ts";
+import { type SessionClient, type SessionPool, withTransaction } from "../db/session.ts";
+import { ConfigError, DatabaseTimeoutError, OutboxError } from "../outbox/errors.ts";
 
 /**
  * The record's transaction, through the one seam (db.ts withTransaction): `read committed` explicitly, and a

@@ -1,5 +1,5 @@
-import type { Queryable } from "../db.ts";
-import { OutboxError } from "../errors.ts";
+import type { Queryable } from "../db/session.ts";
+import { OutboxError } from "../outbox/errors.ts";
 
 /**
  * Thrown (and remembered: the record fails even if the handler catches it) when the user's handler sends a

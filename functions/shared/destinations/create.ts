@@ -3,9 +3,9 @@ import https from "node:https";
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import type { Destination } from "./destination.ts";
-import { eventBridgeDestination } from "./eventBridge.ts";
+import { eventBridgeDestination } from "./eventBridge/eventBridge.ts";
 import type { DestinationSetting } from "./setting.ts";
-import { sqsFifoDestination } from "./sqsFifo.ts";
+import { sqsFifoDestination } from "./sqs/sqsFifo.ts";
 
 export interface DestinationClientOptions {
   /**

@@ -1,4 +1,4 @@
-import type { ClaimedRow } from "../sql/claimBatch.ts";
+import type { ClaimedRow } from "../outbox/row.ts";
 
 /** A claimed row with its payload and headers loaded (sql/loadPayloads.ts). */
 export interface LoadedRow extends ClaimedRow {

@@ -1,7 +1,7 @@
-import { integer, optionalString } from "../env.ts";
-import { ConfigError, ValidationError } from "../errors.ts";
-import { SQS_MAX_MESSAGE_BYTES } from "../sqsMessage.ts";
-import { checkSource, DEFAULT_EVENT_SOURCE } from "./eventBridge.ts";
+import { ConfigError, ValidationError } from "../outbox/errors.ts";
+import { integer, optionalString } from "../util/env.ts";
+import { checkSource, DEFAULT_EVENT_SOURCE } from "./eventBridge/eventBridge.ts";
+import { SQS_MAX_MESSAGE_BYTES } from "./sqs/limits.ts";
 
 export interface SqsFifoSetting {
   kind: "sqs-fifo";

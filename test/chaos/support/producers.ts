@@ -1,6 +1,6 @@
 import pg from "pg";
-import { enqueue, type OutboxEvent } from "../../../functions/shared/enqueue.ts";
-import { ValidationError } from "../../../functions/shared/errors.ts";
+import { ValidationError } from "../../../functions/shared/outbox/errors.ts";
+import { enqueue, type OutboxEvent } from "../../../functions/shared/produce/enqueue.ts";
 
 /** One committed event, as the ledger needs it. */
 export interface WrittenEvent {

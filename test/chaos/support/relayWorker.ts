@@ -7,11 +7,11 @@
  *
  * Talks to the parent over the IPC channel (see relayProcess.ts); logs nothing of its own.
  */
-import { createDatabasePool } from "../../../functions/shared/connection.ts";
+import { createDatabasePool } from "../../../functions/shared/db/connection.ts";
 import { createDestination } from "../../../functions/shared/destinations/create.ts";
-import { integer } from "../../../functions/shared/env.ts";
-import { type RelayLogger, runRelay } from "../../../functions/shared/relay.ts";
-import { relayConfigFromEnv } from "../../../functions/shared/relayConfig.ts";
+import { type RelayLogger, runRelay } from "../../../functions/shared/relay/engine.ts";
+import { relayConfigFromEnv } from "../../../functions/shared/relay/settings.ts";
+import { integer } from "../../../functions/shared/util/env.ts";
 import type { WorkerMessage } from "./relayProcess.ts";
 
 const send = (message: WorkerMessage) => process.send?.(message);

@@ -1,5 +1,5 @@
-import type { Queryable } from "../../db.ts";
-import type { OutboxNames } from "../../identifiers.ts";
+import type { Queryable } from "../../db/session.ts";
+import type { OutboxNames } from "../../outbox/names.ts";
 import type { InboxEvent } from "../inboxEvent.ts";
 
 /**

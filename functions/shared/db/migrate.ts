@@ -1,0 +1,364 @@
+import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { MigrationError } from "../outbox/errors.ts";
+import { type OutboxLocation, type OutboxNames, outboxNames, quoteIdent } from "../outbox/names.ts";
+import { sleep } from "../util/sleep.ts";
+import { type Queryable, type SessionClient, type SessionPool, withTransaction } from "./session.ts";
+
+export interface MigrateOptions extends OutboxLocation {
+  /** Folder of `NNNN_name.sql` files; defaults to the package's own `migrations/`. */
+  migrationsDir?: string;
+  /** Longest wait for one lock (`lock_timeout`) before a file's transaction gives up. Default 1000 ms. */
+  lockTimeoutMs?: number;
+  /** Transactions tried per file when a lock is not granted in time. Default 10. */
+  lockAttempts?: number;
+  /** Pause after the first lock timeout; it doubles after each one, up to 15 s. Default 1000 ms. */
+  lockRetryPauseMs?: number;
+}
+
+/**
+ * DDL that waits for a lock waits in Postgres's lock queue, and every later request for a conflicting lock queues
+ * behind it: an `alter table` waiting on one long transaction that read the outbox stops every producer's INSERT
+ * until that transaction ends. A 1 s `lock_timeout` bounds what producers can suffer to 1 s per attempt; the
+ * runner then steps aside, pauses, and tries again. 10 attempts with pauses of 1, 2, 4, 8, then 15 s take about
+ * 100 s, inside the migrate Lambda's 5 minutes, before the deployment fails with the reason.
+ */
+export const DEFAULT_LOCK_TIMEOUT_MS = 1_000;
+export const DEFAULT_LOCK_ATTEMPTS = 10;
+export const DEFAULT_LOCK_RETRY_PAUSE_MS = 1_000;
+const MAX_LOCK_RETRY_PAUSE_MS = 15_000;
+const LOCK_NOT_AVAILABLE = "55P03";
+
+export interface MigrateResult {
+  applied: string[];
+  alreadyApplied: string[];
+}
+
+/**
+ * The Postgres majors the package is tested on (README "Supported Postgres versions"; the test matrix runs each).
+ * An older server is refused before anything is applied: none has been tested, and AWS supports none of them any
+ * more. A newer one is let through, since it is where an upgrade goes next.
+ */
+export const SUPPORTED_POSTGRES = [14, 15, 16, 17] as const;
+
+export function refuseUnsupportedServer(versionNum: number, version: string): void {
+  if (versionNum >= SUPPORTED_POSTGRES[0] * 10_000) return;
+  throw new MigrationError(
+    `Postgres ${version} is not supported: the outbox is tested on Postgres ${SUPPORTED_POSTGRES.slice(0, -1).join(", ")} ` +
+      `and ${SUPPORTED_POSTGRES.at(-1)} (README, Supported Postgres versions); upgrade the database first`,
+  );
+}
+
+const FILE_NAME = /^\d{4}_[a-z0-9_]+\.sql$/;
+const FIRST_MIGRATION = "0001_outbox_events.sql";
+
+/**
+ * Finds the package's migrations: OUTBOX_MIGRATIONS_DIR, else the nearest `migrations/` folder holding the first
+ * migration, walking up from this file. That covers running from source, from `dist/` at any depth, and from a
+ * Lambda bundle with the folder copied beside it.
+ */
+export function defaultMigrationsDir(): string {
+  const configured = process.env.OUTBOX_MIGRATIONS_DIR;
+  if (configured !== undefined && configured !== "") return configured;
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let level = 0; level < 6; level++) {
+    const candidate = join(dir, "migrations");
+    if (existsSync(join(candidate, FIRST_MIGRATION))) return candidate;
+    dir = dirname(dir);
+  }
+  throw new MigrationError(
+    `migrations folder (with ${FIRST_MIGRATION}) not found above ${fileURLToPath(import.meta.url)}; set OUTBOX_MIGRATIONS_DIR`,
+  );
+}
+
+/** Replaces the placeholders documented at the top of each migration with quoted identifiers. */
+export function renderMigration(sql: string, names: OutboxNames): string {
+  return sql.replace(/\{\{(\w+)(?::(\w+))?\}\}/g, (match, kind: string, arg: string | undefined) => {
+    if (kind === "schema" && arg === undefined) return quoteIdent(names.schema);
+    if (kind === "table" && arg === undefined) return names.qualified;
+    if (kind === "related" && arg !== undefined) return names.related(arg);
+    if (kind === "name" && arg !== undefined) return quoteIdent(names.relatedName(arg));
+    throw new MigrationError(`unknown placeholder ${match}`);
+  });
+}
+
+async function readMigrations(dir: string) {
+  const files = (await readdir(dir)).filter((name) => name.endsWith(".sql")).sort();
+  const misnamed = files.filter((name) => !FILE_NAME.test(name));
+  if (misnamed.length > 0) {
+    throw new MigrationError(`migration files must be named NNNN_lowercase_name.sql: ${misnamed.join(", ")}`);
+  }
+  return Promise.all(
+    files.map(async (name) => {
+      const sql = await readFile(join(dir, name), "utf8");
+      return { name, sql, checksum: createHash("sha256").update(sql).digest("hex") };
+    }),
+  );
+}
+
+/**
+ * Applies pending migrations in order, one transaction per file. Each transaction first takes a
+ * transaction-scoped advisory lock keyed by the outbox's name, so two runners (two deploys, a test and the
+ * CLI) serialize instead of racing, and the loser finds the file recorded and skips it. `_xact_` locks end
+ * with the transaction, which keeps RDS Proxy from pinning the session.
+ * A recorded file whose content changed is an error: migrations are forward-only.
+ * A file whose first line is `-- migrate: no-transaction` runs outside a transaction (see applyWithoutTransaction);
+ * it takes two connections from `pool` at once. Nothing here needs a session to outlive a transaction, so the
+ * runner works through a transaction pooler (pgbouncer in transaction mode, RDS Proxy) as well as directly.
+ */
+export async function migrate(pool: SessionPool, options: MigrateOptions = {}): Promise<MigrateResult> {
+  const names = outboxNames(options);
+  const migrations = await readMigrations(options.migrationsDir ?? defaultMigrationsDir());
+  const result: MigrateResult = { applied: [], alreadyApplied: [] };
+  refuseSingleSessionPool(pool, migrations);
+  await withTransaction(pool, async (client) => {
+    const { rows } = await client.query<{ num: string; text: string }>(
+      "select current_setting('server_version_num') as num, current_setting('server_version') as text",
+    );
+    refuseUnsupportedServer(Number(rows[0]?.num), rows[0]?.text ?? "unknown");
+  });
+
+  for (const migration of migrations) {
+    const applied = NO_TRANSACTION.test(migration.sql)
+      ? await applyWithoutTransaction(pool, names, migration)
+      : await withLockRetriedTransaction(pool, migration.name, options, async (client) => {
+          await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey(names)]);
+          // Set after the advisory lock: waiting for another runner is not waiting in front of producers.
+          await client.query("select set_config('lock_timeout', $1, true)", [
+            `${options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS}ms`,
+          ]);
+          if (await isRecorded(client, names, migration)) return false;
+          await run(client, migration.name, renderMigration(migration.sql, names));
+          await record(client, names, migration);
+          return true;
+        });
+    (applied ? result.applied : result.alreadyApplied).push(migration.name);
+  }
+  return result;
+}
+
+/**
+ * A no-transaction file holds its lock on one session while it builds on another (applyWithoutTransaction): with
+ * a pool of one session the second `connect()` would wait forever, so such a pool is refused before anything runs.
+ */
+function refuseSingleSessionPool(pool: SessionPool, migrations: Migration[]) {
+  const max = pool.options?.max;
+  const needsTwo = migrations.find((migration) => NO_TRANSACTION.test(migration.sql));
+  if (max === undefined || max >= 2 || needsTwo === undefined) return;
+  throw new MigrationError(
+    `migrate needs a pool of at least 2 sessions, and this one has max: ${max}: ${needsTwo.name} builds an ` +
+      "index concurrently on one session while another holds the runners' lock. Pass a pool with max >= 2",
+  );
+}
+
+/**
+ * One file's transaction, tried again while it fails on `lock_timeout` (SQLSTATE 55P03), then failed with an
+ * error that names the file, the cause and how to find the blocker. Other errors fail at once.
+ */
+async function withLockRetriedTransaction<T>(
+  pool: SessionPool,
+  name: string,
+  options: MigrateOptions,
+  body: (client: SessionClient) => Promise<T>,
+): Promise<T> {
+  const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
+  const attempts = options.lockAttempts ?? DEFAULT_LOCK_ATTEMPTS;
+  let pauseMs = options.lockRetryPauseMs ?? DEFAULT_LOCK_RETRY_PAUSE_MS;
+  const started = Date.now();
+  for (let tried = 1; ; tried++) {
+    try {
+      return await withTransaction(pool, body);
+    } catch (error) {
+      if (!isLockTimeout(error)) throw error;
+      if (tried >= attempts) {
+        throw new MigrationError(
+          `migration ${name} could not take its locks: lock_timeout (${lockTimeoutMs} ms) expired in each of ` +
+            `${attempts} attempts over ${Math.round((Date.now() - started) / 1000)} s. A session holds a ` +
+            "conflicting lock, most likely a long transaction on the outbox table: find it in pg_stat_activity " +
+            "(pg_locks where not granted, pg_blocking_pids), end it, and run the migrations again",
+          { cause: error },
+        );
+      }
+      await sleep(pauseMs);
+      pauseMs = Math.min(pauseMs * 2, MAX_LOCK_RETRY_PAUSE_MS);
+    }
+  }
+}
+
+function isLockTimeout(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if ((e as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return true;
+  }
+  return false;
+}
+
+type Migration = Awaited<ReturnType<typeof readMigrations>>[number];
+
+const NO_TRANSACTION = /^--\s*migrate:\s*no-transaction\s*$/m;
+/** `create [unique] index concurrently if not exists "name"`, possibly after comment lines. */
+const CREATE_INDEX_CONCURRENTLY =
+  /^(?:\s*--[^\n]*\n)*\s*create\s+(?:unique\s+)?index\s+concurrently\s+(if\s+not\s+exists\s+)?("(?:[^"]|"")+")?/i;
+
+const lockKey = (names: OutboxNames) => `outbox-migrate:${names.qualified}`;
+const noTransactionLockKey = (names: OutboxNames) => `outbox-migrate-no-transaction:${names.qualified}`;
+const LOCK_POLL_MS = 250;
+
+/** Creates the ledger if needed; true when the file is already applied (and unchanged). */
+async function isRecorded(client: Queryable, names: OutboxNames, migration: Migration): Promise<boolean> {
+  const ledger = names.related("migrations");
+  await client.query(`create schema if not exists ${quoteIdent(names.schema)}`);
+  await client.query(
+    `create table if not exists ${ledger} (
+       name text primary key, checksum text not null, applied_at timestamptz not null default now())`,
+  );
+  const { rows } = await client.query<{ checksum: string }>(
+    `select checksum from ${ledger} where name = $1`,
+    [migration.name],
+  );
+  const recorded = rows[0];
+  if (recorded === undefined) return false;
+  if (recorded.checksum !== migration.checksum) {
+    throw new MigrationError(
+      `migration ${migration.name} was applied with different content (checksum ${recorded.checksum}); ` +
+        "migrations are forward-only: add a new file instead of editing an applied one",
+    );
+  }
+  return true;
+}
+
+async function record(client: Queryable, names: OutboxNames, migration: Migration) {
+  await client.query(`insert into ${names.related("migrations")} (name, checksum) values ($1, $2)`, [
+    migration.name,
+    migration.checksum,
+  ]);
+}
+
+async function run(client: Queryable, name: string, sql: string) {
+  try {
+    await client.query(sql);
+  } catch (error) {
+    throw new MigrationError(`migration ${name} failed: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/**
+ * For `create index concurrently` on a busy table, which Postgres refuses inside a transaction. Runners serialize
+ * on a transaction-scoped advisory lock that a second session holds for the file's duration: a transaction that
+ * took only that lock holds no snapshot and no table lock while it sits idle, so the concurrent build does not
+ * wait for it, and it keeps its server connection behind a transaction pooler (pgbouncer in transaction mode,
+ * RDS Proxy) without pinning anything. A session-level lock would not: behind pgbouncer the statements that
+ * follow it run on whichever backend is free, and the lock stays behind on one that other clients then use
+ * (tested in test/pooler.test.ts). The lock is polled with `pg_try_advisory_xact_lock`, each failed try in a
+ * transaction of its own: a runner *blocked* on the lock would sit in a statement holding a snapshot, which the
+ * concurrent build waits for while that runner waits for the build's lock, a deadlock. Its own key, for the same
+ * reason: a runner still at an earlier file must not block on it either. The holding transaction turns off
+ * idle_in_transaction_session_timeout for itself, which a parameter group may set; if its session dies anyway
+ * (runner killed), the lock ends with it.
+ * Statements run one by one, autocommitted: the file must hold plain statements, each ending with `;` at the
+ * end of a line. A concurrent build that failed half way (lock timeout, cancel, crash) leaves an INVALID index
+ * under its name, which `if not exists` would then silently accept: it is dropped before the build is retried.
+ * The file is recorded after its last statement, so every statement must be safe to run again. No lock_timeout:
+ * a concurrent build or drop takes only SHARE UPDATE EXCLUSIVE, which never queues producers' INSERTs, and it
+ * waits for older transactions to end by design; cutting that wait short would only leave an INVALID index.
+ */
+async function applyWithoutTransaction(
+  pool: SessionPool,
+  names: OutboxNames,
+  migration: Migration,
+): Promise<boolean> {
+  const lock = await holdNoTransactionLock(pool, noTransactionLockKey(names));
+  let client: SessionClient | undefined;
+  const ignore = () => {};
+  let broken: Error | undefined;
+  try {
+    client = await pool.connect();
+    client.on?.("error", ignore);
+    if (await isRecorded(client, names, migration)) return false;
+    const statements = renderMigration(migration.sql, names)
+      .split(/;[ \t]*(?:\r?\n|$)/)
+      .filter((statement) => statement.replace(/--[^\n]*/g, "").trim() !== "");
+    for (const statement of statements) {
+      await dropInvalidIndexBuiltBy(client, names, migration.name, statement);
+      await run(client, migration.name, statement);
+    }
+    await record(client, names, migration);
+    return true;
+  } catch (error) {
+    broken = error as Error;
+    throw error;
+  } finally {
+    client?.off?.("error", ignore);
+    client?.release(broken instanceof MigrationError ? undefined : broken);
+    await lock.release();
+  }
+}
+
+/** Takes the no-transaction files' lock in a transaction of a session of its own, and keeps it open. */
+async function holdNoTransactionLock(pool: SessionPool, key: string): Promise<{ release(): Promise<void> }> {
+  const client = await pool.connect();
+  const ignore = () => {};
+  client.on?.("error", ignore);
+  try {
+    for (;;) {
+      await client.query("begin");
+      const { rows } = await client.query<{ locked: boolean }>(
+        "select pg_try_advisory_xact_lock(hashtextextended($1, 0)) as locked",
+        [key],
+      );
+      if (rows[0]?.locked === true) {
+        // Parameterless, so sent with the simple protocol: it closes the unnamed portal of the statement above,
+        // which otherwise keeps that statement's snapshot (backend_xmin) for as long as the transaction sits
+        // idle, and the concurrent build would wait for this very transaction (seen: a hang on 17.10).
+        await client.query("select set_config('idle_in_transaction_session_timeout', '0', true)");
+        break;
+      }
+      await client.query("rollback");
+      await sleep(LOCK_POLL_MS);
+    }
+  } catch (error) {
+    client.off?.("error", ignore);
+    client.release(error as Error);
+    throw error;
+  }
+  return {
+    async release() {
+      let failed: Error | undefined;
+      await client.query("rollback").catch((error: Error) => {
+        failed = error;
+      });
+      client.off?.("error", ignore);
+      client.release(failed);
+    },
+  };
+}
+
+async function dropInvalidIndexBuiltBy(
+  client: Queryable,
+  names: OutboxNames,
+  file: string,
+  statement: string,
+) {
+  const match = CREATE_INDEX_CONCURRENTLY.exec(statement);
+  if (match === null) return;
+  const quotedName = match[2];
+  if (match[1] === undefined || quotedName === undefined) {
+    throw new MigrationError(
+      `migration ${file}: write "create index concurrently if not exists {{name:...}}" so that a retry after a ` +
+        "failure can find and rebuild the index",
+    );
+  }
+  const name = quotedName.slice(1, -1).replaceAll('""', '"');
+  const { rows } = await client.query(
+    `select 1 from pg_index as i
+     join pg_class as c on c.oid = i.indexrelid
+     join pg_namespace as n on n.oid = c.relnamespace
+     where n.nspname = $1 and c.relname = $2 and not i.indisvalid`,
+    [names.schema, name],
+  );
+  if (rows.length > 0) {
+    await run(client, file, `drop index concurrently if exists ${quoteIdent(names.schema)}.${quotedName}`);
+  }
+}

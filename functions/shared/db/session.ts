@@ -1,0 +1,84 @@
+import { DatabaseTimeoutError, TransactionRolledBackError } from "../outbox/errors.ts";
+
+/**
+ * The one database seam. Core functions take a `Queryable` (pg's Client, PoolClient or Pool all fit) or a
+ * pool they can check a session out of, never a global, so the write API joins the caller's transaction.
+ */
+export interface QueryResultLike<R> {
+  rows: R[];
+  rowCount: number | null;
+  /** The command tag; COMMIT of an aborted transaction reports "ROLLBACK". */
+  command?: string;
+}
+
+export interface Queryable {
+  // biome-ignore lint/suspicious/noExplicitAny: pg's own signature; rows are typed at each call site.
+  query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
+}
+
+export interface SessionClient extends Queryable {
+  release(destroy?: boolean | Error): void;
+  on?(event: "error", listener: (error: Error) => void): unknown;
+  off?(event: "error", listener: (error: Error) => void): unknown;
+}
+
+export interface SessionPool {
+  connect(): Promise<SessionClient>;
+  /** pg.Pool's settings: what a caller that needs several sessions at once checks before it waits forever. */
+  readonly options?: { max?: number };
+}
+
+/**
+ * Runs `work` in a transaction on a session of its own; rolls back (and discards a broken session) on error.
+ *
+ * - `read committed` is explicit: a role, database or RDS parameter group may set
+ *   `default_transaction_isolation = repeatable read`, under which a claim racing another relay's commit fails
+ *   with 40001 (https://www.postgresql.org/docs/current/transaction-iso.html#XACT-REPEATABLE-READ). Every
+ *   statement here is written for read committed's per-statement snapshot.
+ * - A COMMIT answered with ROLLBACK (the transaction was already aborted) throws TransactionRolledBackError:
+ *   a caller must never take a rolled-back transaction for a committed one.
+ */
+export async function withTransaction<T>(pool: SessionPool, work: (client: SessionClient) => Promise<T>) {
+  const client = await pool.connect();
+  // A checked-out pg client reports a dropped socket as an 'error' event; unheard, it would crash the process.
+  // The failing query rejects as well, which is where we handle it.
+  const ignore = () => {};
+  client.on?.("error", ignore);
+  try {
+    await client.query("begin isolation level read committed");
+    const result = await work(client);
+    const committed = await client.query("commit");
+    if (committed.command === "ROLLBACK") {
+      throw new TransactionRolledBackError(
+        "COMMIT was answered with ROLLBACK: the transaction had already failed (an error caught inside it), nothing it wrote was kept",
+      );
+    }
+    client.off?.("error", ignore);
+    client.release();
+    return result;
+  } catch (error) {
+    client.off?.("error", ignore);
+    if (isClientTimeout(error)) {
+      // The server did not answer in time: the connection is presumed dead, and a ROLLBACK queued behind the
+      // unanswered statement would wait just as long. Destroying the socket ends the transaction on the server
+      // (or its idle_in_transaction_session_timeout does, if the path is gone), so the row locks are released.
+      client.release(error as Error);
+      throw new DatabaseTimeoutError(
+        "the database did not answer in time (connection dropped or server unreachable); the session was discarded",
+        { cause: error },
+      );
+    }
+    // A failed rollback means the connection itself is gone: destroy it rather than return it to the pool.
+    const rollbackFailed = await client.query("rollback").then(
+      () => false,
+      () => true,
+    );
+    client.release(rollbackFailed ? (error as Error) : undefined);
+    throw error;
+  }
+}
+
+/** pg's `query_timeout` (the pool's queryTimeoutMs) fired: no answer, not a server-side error. */
+export function isClientTimeout(error: unknown): boolean {
+  return error instanceof Error && error.message === "Query read timeout";
+}

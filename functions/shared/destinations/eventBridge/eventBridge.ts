@@ -1,0 +1,238 @@
+import {
+  type EventBridgeClient,
+  PutEventsCommand,
+  type PutEventsRequestEntry,
+  type PutEventsResultEntry,
+} from "@aws-sdk/client-eventbridge";
+import { errorMessage, ValidationError } from "../../outbox/errors.ts";
+import { compactJsonbText } from "../../outbox/jsonbText.ts";
+import { checkTimestamp } from "../../outbox/message.ts";
+import type { ClaimedRow } from "../../outbox/row.ts";
+import {
+  type Destination,
+  type LoadedRow,
+  type Prepared,
+  type PublishResult,
+  sendEachAlone,
+} from "../destination.ts";
+
+/**
+ * PutEvents limits, from the EventBridge API reference and user guide:
+ * - at most 10 entries per request;
+ * - "the total entry size must be less than 1MB": the PutEvents API documentation as the installed SDK's model
+ *   carries it (@aws-sdk/client-eventbridge 3.1169), since AWS raised EventBridge events from 256 KB to 1 MB in
+ *   January 2026 (the user guide's entry-size page still says 256KB; the API is what the service enforces).
+ *   1 MB as 256 KB was, in binary units: a request carries at most 1,048,575 bytes, counted as the user
+ *   guide's "Calculating PutEvents event entry size" says: UTF-8 bytes of Source, DetailType, Detail and each
+ *   Resources entry, plus 14 bytes when Time is set. EventBusName and TraceHeader are not counted.
+ * - DetailType is free-form, at most 128 characters.
+ */
+export const EVENTBRIDGE_MAX_BATCH_ENTRIES = 10;
+export const EVENTBRIDGE_MAX_REQUEST_BYTES = 1_048_575;
+export const EVENTBRIDGE_MAX_DETAIL_TYPE_LENGTH = 128;
+export const EVENTBRIDGE_MAX_SOURCE_LENGTH = 256;
+const TIME_BYTES = 14;
+
+export interface EventBridgeOptions {
+  /** The bus's name or ARN (`arn:aws:events:<region>:<account>:event-bus/<name>`, for another account's bus). */
+  eventBusName: string;
+  /** Every event's `source`; rules match on it. Not `aws.`-prefixed (reserved for AWS services). */
+  source: string;
+}
+
+export const DEFAULT_EVENT_SOURCE = "outbox-relay";
+
+/**
+ * Entry error codes that are not the message's fault: the bus is throttling or failing, or the relay lacks a
+ * permission. The row is retried after backoff and never dead-lettered for them (an outage or a missing grant
+ * must not turn the backlog into dead letters); the failure metrics and alarms make them loud.
+ */
+const NOT_THE_MESSAGE =
+  /^(ThrottlingException|InternalFailure|InternalException|ServiceUnavailable|AccessDeniedException|NotAuthorizedForSourceException|NotAuthorizedForDetailTypeException|InvalidAccountIdException|ResourceNotFoundException|KMS.*)$/;
+/** Entry error codes no retry can fix: the entry itself is invalid. */
+const PERMANENT = /^(InvalidArgument|MalformedDetail|ValidationException)$/;
+
+/**
+ * Publishes to an EventBridge bus with PutEvents. Each event is:
+ * - `Source`: the configured source; `DetailType`: the row's event_type; `Time`: the row's created_at;
+ * - `Detail`: the envelope `{"outboxId", "aggregateType", "aggregateId", "eventType", "seq", "createdAt",
+ *   "headers", "payload"}`, where payload is the row's JSON as stored (text, so big numbers keep precision);
+ * - `TraceHeader`: the X-Ray trace header, from an `X-Amzn-Trace-Id` header or converted from a W3C
+ *   `traceparent` header, so X-Ray follows the event through the bus to its targets.
+ * A classic bus neither deduplicates nor orders: the relay still sends one aggregate's events one after
+ * another, but a consumer must deduplicate by `detail.outboxId` and not rely on arrival order.
+ */
+export function eventBridgeDestination(
+  client: EventBridgeClient,
+  options: EventBridgeOptions,
+): Destination<PutEventsRequestEntry> {
+  checkSource(options.source);
+  return {
+    kind: "eventbridge",
+    target: options.eventBusName,
+    maxBatchEntries: EVENTBRIDGE_MAX_BATCH_ENTRIES,
+    maxBatchBytes: EVENTBRIDGE_MAX_REQUEST_BYTES,
+    maxMessageBytes: EVENTBRIDGE_MAX_REQUEST_BYTES,
+    prepare: (row) => prepareEvent(row, options),
+    send: (batch, signal) => sendEvents(client, batch, signal),
+  };
+}
+
+export function checkSource(source: string): void {
+  if (source.length === 0 || source.length > EVENTBRIDGE_MAX_SOURCE_LENGTH) {
+    throw new ValidationError(
+      "source",
+      `is ${source.length} characters; an EventBridge source takes 1-${EVENTBRIDGE_MAX_SOURCE_LENGTH}`,
+    );
+  }
+  if (/^aws\./i.test(source)) {
+    throw new ValidationError(
+      "source",
+      `${JSON.stringify(source)}: the aws. prefix is reserved for AWS services`,
+    );
+  }
+}
+
+/**
+ * Builds the PutEvents entry, refusing rows EventBridge would reject (too long an event type, too big an
+ * event). Returns the reason as text for any row it cannot turn into an event, whatever was thrown.
+ */
+export function prepareEvent(
+  row: LoadedRow,
+  options: EventBridgeOptions,
+): Prepared<PutEventsRequestEntry> | string {
+  try {
+    return buildEvent(row, options);
+  } catch (error) {
+    if (error instanceof ValidationError) return error.message;
+    return `cannot build the event: ${errorMessage(error)}`;
+  }
+}
+
+function buildEvent(row: LoadedRow, options: EventBridgeOptions): Prepared<PutEventsRequestEntry> {
+  if (row.event_type.length === 0 || row.event_type.length > EVENTBRIDGE_MAX_DETAIL_TYPE_LENGTH) {
+    throw new ValidationError(
+      "event_type",
+      `is ${row.event_type.length} characters; it becomes the EventBridge detail-type, which takes 1-${EVENTBRIDGE_MAX_DETAIL_TYPE_LENGTH}`,
+    );
+  }
+  const createdAt = checkTimestamp("created_at", row.created_at);
+  const headers = stringHeaders(row.headers);
+  const detail = detailEnvelope(row, createdAt, headers);
+  const size =
+    TIME_BYTES +
+    Buffer.byteLength(options.source) +
+    Buffer.byteLength(row.event_type) +
+    Buffer.byteLength(detail);
+  if (size > EVENTBRIDGE_MAX_REQUEST_BYTES) {
+    throw new ValidationError(
+      "payload",
+      `event is ${size} bytes as EventBridge counts it (source, detail-type, detail with the envelope, time), over the limit of ${EVENTBRIDGE_MAX_REQUEST_BYTES}`,
+    );
+  }
+  const traceHeader = xrayTraceHeader(headers);
+  return {
+    row,
+    size,
+    message: {
+      EventBusName: options.eventBusName,
+      Source: options.source,
+      DetailType: row.event_type,
+      Detail: detail,
+      Time: createdAt,
+      ...(traceHeader === undefined ? {} : { TraceHeader: traceHeader }),
+    },
+  };
+}
+
+/**
+ * The detail, built as text: the payload is spliced in as stored (compacted jsonb text), never parsed and
+ * re-serialized, so a 20-digit number reaches the consumer as written. Detail must be a JSON object, and the
+ * payload may be any JSON value, which the envelope makes valid.
+ */
+export function detailEnvelope(row: LoadedRow, createdAt: Date, headers: Record<string, string>): string {
+  const fields = {
+    outboxId: row.id,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    eventType: row.event_type,
+    seq: String(row.seq),
+    createdAt: createdAt.toISOString(),
+    headers,
+  };
+  return `${JSON.stringify(fields).slice(0, -1)},"payload":${compactJsonbText(row.payload)}}`;
+}
+
+/** Headers go into the detail as they are; they must be an object of strings (the write API checks it too). */
+function stringHeaders(headers: unknown): Record<string, string> {
+  if (headers === null || headers === undefined) return {};
+  if (typeof headers !== "object" || Array.isArray(headers)) {
+    throw new ValidationError("headers", "must be an object of string values");
+  }
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value !== "string") {
+      throw new ValidationError(`headers.${name}`, `must be a string, got ${typeof value}`);
+    }
+  }
+  return headers as Record<string, string>;
+}
+
+const W3C_TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{8})([0-9a-f]{24})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/**
+ * EventBridge carries trace context in `TraceHeader`, X-Ray's format. An `X-Amzn-Trace-Id` header is used as
+ * is; a W3C `traceparent` maps onto it exactly (X-Ray accepts W3C trace ids: `1-` + the first 8 hex digits +
+ * `-` + the other 24), so a producer instrumented with OpenTelemetry keeps its trace across the bus.
+ */
+export function xrayTraceHeader(headers: Record<string, string>): string | undefined {
+  let traceparent: string | undefined;
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    if (lower === "x-amzn-trace-id") return value;
+    if (lower === "traceparent") traceparent = value.trim().toLowerCase();
+  }
+  const match = traceparent === undefined ? null : W3C_TRACEPARENT.exec(traceparent);
+  if (match === null) return undefined;
+  const [, epoch, unique, parent, flags] = match;
+  const sampled = Number.parseInt(flags ?? "0", 16) & 1;
+  return `Root=1-${epoch}-${unique};Parent=${parent};Sampled=${sampled}`;
+}
+
+/** One PutEvents request; every entry's result read, whatever FailedEntryCount says. */
+async function sendEvents(
+  client: EventBridgeClient,
+  batch: readonly Prepared<PutEventsRequestEntry>[],
+  signal: AbortSignal | undefined,
+): Promise<PublishResult[]> {
+  try {
+    const response = await client.send(
+      new PutEventsCommand({ Entries: batch.map((event) => event.message) }),
+      signal ? { abortSignal: signal } : {},
+    );
+    const entries = response.Entries ?? [];
+    // Results are positional ("the index of the response element is the same as the index in the request").
+    return batch.map((event, index) => entryResult(event.row, entries[index]));
+  } catch (error) {
+    const name = (error as { name?: string }).name ?? "";
+    if (name === "ValidationException" && batch.length > 1 && !signal?.aborted) {
+      // One entry made the whole request invalid: send each alone so the healthy ones go through.
+      return sendEachAlone(batch, (single) => sendEvents(client, single, signal));
+    }
+    const message = errorMessage(error);
+    if (name === "ValidationException") {
+      return batch.map((event) => ({ row: event.row, status: "rejected", error: message, permanent: true }));
+    }
+    return batch.map((event) => ({ row: event.row, status: "unsent", error: message }));
+  }
+}
+
+function entryResult(row: ClaimedRow, entry: PutEventsResultEntry | undefined): PublishResult {
+  if (entry === undefined) {
+    return { row, status: "unsent", error: "EventBridge returned no result for this entry" };
+  }
+  if (entry.ErrorCode === undefined && entry.EventId !== undefined) return { row, status: "published" };
+  const code = entry.ErrorCode ?? "UnknownError";
+  const error = `EventBridge refused the event: ${code}: ${entry.ErrorMessage ?? ""}`.trim();
+  if (NOT_THE_MESSAGE.test(code)) return { row, status: "unsent", error };
+  return { row, status: "rejected", error, permanent: PERMANENT.test(code) };
+}

@@ -1,0 +1,157 @@
+import {
+  SendMessageBatchCommand,
+  type SendMessageBatchRequestEntry,
+  type SQSClient,
+} from "@aws-sdk/client-sqs";
+import { errorMessage, ValidationError } from "../../outbox/errors.ts";
+import { compactJsonbText } from "../../outbox/jsonbText.ts";
+import {
+  checkGroupId,
+  checkHeaders,
+  checkName,
+  checkSqsText,
+  checkTimestamp,
+  messageAttributes,
+  messageSize,
+} from "../../outbox/message.ts";
+import {
+  type Destination,
+  type LoadedRow,
+  type Prepared,
+  type PublishResult,
+  sendEachAlone,
+} from "../destination.ts";
+import { SQS_MAX_BATCH_BYTES, SQS_MAX_BATCH_ENTRIES, SQS_MAX_MESSAGE_BYTES } from "./limits.ts";
+import { checkQueue } from "./queueCheck.ts";
+
+export interface SqsFifoOptions {
+  queueUrl: string;
+  /** The queue's MaximumMessageSize (default 1 MiB, SQS's maximum). */
+  maxMessageBytes?: number;
+  /** The endpoint the client was given, if any: named when the queue cannot be reached. */
+  endpoint?: string;
+}
+
+type Entry = Omit<SendMessageBatchRequestEntry, "Id">;
+
+/** Entry error codes that no retry can fix: the message itself is unacceptable. */
+const PERMANENT_CODES = /InvalidParameterValue|InvalidMessageContents|MessageTooLong|InvalidAttribute/i;
+/**
+ * Entry errors that are the account's or the service's doing, not the message's, whatever SenderFault says: a
+ * disabled or denied KMS key, a denied permission, a missing queue, throttling. Counting them towards
+ * RELAY_MAX_ATTEMPTS would turn a configuration fault (which the publish-failure alarm reports) into dead letters
+ * and, in the default mode, let an aggregate's later events overtake them.
+ */
+const NOT_THE_MESSAGE_CODES =
+  /^Kms|AccessDenied|NonExistentQueue|QueueDoesNotExist|Throttl|RequestThrottled/i;
+/** Whole-request errors caused by one entry's content: retry entries one by one to isolate the poison. */
+const CONTENT_CODES =
+  /InvalidParameterValue|InvalidMessageContents|BatchRequestTooLong|MessageTooLong|InvalidAttribute|BatchEntryIdsNotDistinct|InvalidBatchEntryId/i;
+
+/**
+ * Publishes to an SQS FIFO queue: MessageGroupId = aggregate_id (SQS delivers a group strictly in order),
+ * MessageDeduplicationId = outbox id (SQS drops a resend within its 5-minute window), body = the payload JSON,
+ * attributes eventType, aggregateType, aggregateId, outboxId, createdAt plus the row's headers.
+ */
+export function sqsFifoDestination(sqs: SQSClient, options: SqsFifoOptions): Destination<Entry> {
+  const maxMessageBytes = options.maxMessageBytes ?? SQS_MAX_MESSAGE_BYTES;
+  const send = async (batch: readonly Prepared<Entry>[], signal?: AbortSignal): Promise<PublishResult[]> => {
+    const entries = batch.map((message, index) => ({ ...message.message, Id: String(index) }));
+    try {
+      const response = await sqs.send(
+        new SendMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: entries }),
+        signal ? { abortSignal: signal } : {},
+      );
+      const succeeded = new Set((response.Successful ?? []).map((entry) => entry.Id));
+      const failed = new Map((response.Failed ?? []).map((entry) => [entry.Id, entry]));
+      return batch.map((message, index): PublishResult => {
+        const id = String(index);
+        if (succeeded.has(id)) return { row: message.row, status: "published" };
+        const failure = failed.get(id);
+        if (failure === undefined) {
+          return { row: message.row, status: "unsent", error: "SQS reported neither success nor failure" };
+        }
+        const code = failure.Code ?? "UnknownError";
+        const error = `${code}: ${failure.Message ?? ""}`.trim();
+        // SenderFault is required in the response; a missing one is read as the message's fault, as SQS
+        // classifies the entry errors its documentation lists (all sender faults).
+        if (failure.SenderFault === false) {
+          return { row: message.row, status: "unsent", error: `SQS failed the entry on its side: ${error}` };
+        }
+        if (NOT_THE_MESSAGE_CODES.test(code)) {
+          return { row: message.row, status: "unsent", error: `SQS could not take the entry: ${error}` };
+        }
+        return {
+          row: message.row,
+          status: "rejected",
+          error: `SQS rejected the message: ${error}`,
+          permanent: PERMANENT_CODES.test(code),
+        };
+      });
+    } catch (error) {
+      const name = (error as { name?: string }).name ?? "";
+      if (CONTENT_CODES.test(name) && batch.length > 1 && !signal?.aborted) {
+        // One entry poisoned the whole request: resend each alone so the healthy ones go through.
+        return sendEachAlone(batch, (single) => send(single, signal));
+      }
+      const message = errorMessage(error);
+      if (CONTENT_CODES.test(name)) {
+        return batch.map((m) => ({ row: m.row, status: "rejected", error: message, permanent: true }));
+      }
+      return batch.map((m) => ({ row: m.row, status: "unsent", error: message }));
+    }
+  };
+  return {
+    kind: "sqs-fifo",
+    target: options.queueUrl,
+    maxBatchEntries: SQS_MAX_BATCH_ENTRIES,
+    maxBatchBytes: SQS_MAX_BATCH_BYTES,
+    maxMessageBytes,
+    prepare: (row) => prepareMessage(row, maxMessageBytes),
+    send,
+    check: (timeoutMs) => checkQueue(sqs, options.queueUrl, maxMessageBytes, options.endpoint, timeoutMs),
+  };
+}
+
+/**
+ * Builds the SQS entry, refusing rows SQS would reject (a hand-inserted bad group id, an oversized body, an
+ * infinite created_at). Returns the reason as text for any row it cannot turn into a message, whatever was
+ * thrown: one malformed row must be dead-lettered on its own, never fail the round (and, being the oldest
+ * pending row, every round after it).
+ */
+function prepareMessage(row: LoadedRow, maxMessageBytes: number): Prepared<Entry> | string {
+  try {
+    const body = compactJsonbText(row.payload);
+    checkSqsText("payload", body);
+    const attributes = messageAttributes({
+      id: row.id,
+      aggregateType: checkName("aggregate_type", row.aggregate_type),
+      aggregateId: checkGroupId("aggregate_id", row.aggregate_id),
+      eventType: checkName("event_type", row.event_type),
+      headers: checkHeaders("headers", row.headers),
+      createdAt: checkTimestamp("created_at", row.created_at),
+      seq: row.seq,
+      body,
+    });
+    const size = messageSize(body, attributes);
+    if (size > maxMessageBytes) {
+      throw new ValidationError(
+        "payload",
+        `message is ${size} bytes, over the queue's limit of ${maxMessageBytes}`,
+      );
+    }
+    return {
+      row,
+      size,
+      message: {
+        MessageBody: body,
+        MessageGroupId: row.aggregate_id,
+        MessageDeduplicationId: row.id,
+        MessageAttributes: attributes,
+      },
+    };
+  } catch (error) {
+    if (error instanceof ValidationError) return error.message;
+    return `cannot build the message: ${errorMessage(error)}`;
+  }
+}

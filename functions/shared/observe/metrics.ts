@@ -1,0 +1,234 @@
+import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
+import type { PurgeSummary } from "../purge/purge.ts";
+import type { RoundReport } from "../relay/engine.ts";
+import { integer, optionalString } from "../util/env.ts";
+import type { OutboxSnapshot } from "./sql/outboxSnapshot.ts";
+
+/**
+ * CloudWatch metrics, written as Embedded Metric Format log lines through Powertools Metrics (no
+ * PutMetricData calls: CloudWatch extracts them from the function's log stream). docs/metrics.md lists every
+ * metric with its unit, dimensions and the alarms it drives.
+ */
+
+export const DEFAULT_METRICS_NAMESPACE = "OutboxRelay";
+
+/** The names the CDK alarms and dashboards are written against: rename only together with them. */
+export const METRIC = {
+  pendingEvents: "PendingEvents",
+  oldestPendingAgeSeconds: "OldestPendingAgeSeconds",
+  deadLetters: "DeadLetters",
+  blockedAggregates: "BlockedAggregates",
+  purgedRows: "PurgedRows",
+  purgeDuration: "PurgeDuration",
+  eventsPublished: "EventsPublished",
+  publishFailures: "PublishFailures",
+  eventsDeadLettered: "EventsDeadLettered",
+  batchDuration: "BatchDuration",
+  publishLag: "PublishLag",
+  snapshotErrors: "SnapshotErrors",
+  purgeErrors: "PurgeErrors",
+  failedRounds: "FailedRounds",
+} as const;
+
+/** The extra dimension of the per-event-type PublishFailures. */
+export const EVENT_TYPE_DIMENSION = "eventType";
+
+/** The eventType value under which the failures of the types beyond the top N are summed. */
+export const OTHER_EVENT_TYPES = "other";
+
+/**
+ * Per-event-type lines per window at most (RELAY_METRICS_EVENT_TYPES). Each distinct eventType value is a custom
+ * metric of its own, billed per metric-hour it appears in: a producer with thousands of event types failing
+ * together would otherwise create thousands of metrics. The N types with the most failures in the window keep
+ * their own line, the rest are summed under eventType "other".
+ */
+export const DEFAULT_METRICS_EVENT_TYPES = 10;
+
+type Env = Record<string, string | undefined>;
+
+/** Namespace from POWERTOOLS_METRICS_NAMESPACE, service dimension from POWERTOOLS_SERVICE_NAME. */
+export function createMetrics(env: Env, defaultServiceName: string): Metrics {
+  return new Metrics({
+    namespace: optionalString(env, "POWERTOOLS_METRICS_NAMESPACE") ?? DEFAULT_METRICS_NAMESPACE,
+    serviceName: optionalString(env, "POWERTOOLS_SERVICE_NAME") ?? defaultServiceName,
+  });
+}
+
+/**
+ * What one purge run did. Stored, not published: the handler's logMetrics middleware publishes at the end.
+ * PurgeErrors is written every run, 0 or 1, so an alarm on it sees 0 rather than missing data.
+ */
+export function recordPurgeSummary(metrics: Metrics, summary: PurgeSummary): void {
+  metrics.addMetric(METRIC.purgedRows, MetricUnit.Count, summary.deletedRows + summary.deletedDeadLetters);
+  metrics.addMetric(METRIC.purgeDuration, MetricUnit.Milliseconds, Math.round(summary.durationMs));
+  metrics.addMetric(METRIC.purgeErrors, MetricUnit.Count, summary.stoppedBy === "error" ? 1 : 0);
+}
+
+/** A snapshot that could not be read: its figures are missing (their alarms treat that as breaching). */
+export function recordSnapshotError(metrics: Metrics): void {
+  metrics.addMetric(METRIC.snapshotErrors, MetricUnit.Count, 1);
+}
+
+/** How the outbox stands, once per purge run (scheduled every minute, the alarms' period). */
+export function recordOutboxSnapshot(metrics: Metrics, snapshot: OutboxSnapshot): void {
+  metrics.addMetric(METRIC.snapshotErrors, MetricUnit.Count, 0);
+  metrics.addMetric(METRIC.pendingEvents, MetricUnit.Count, snapshot.pending);
+  metrics.addMetric(
+    METRIC.oldestPendingAgeSeconds,
+    MetricUnit.Seconds,
+    Math.round(snapshot.oldestPendingAgeSeconds * 1000) / 1000,
+  );
+  metrics.addMetric(METRIC.deadLetters, MetricUnit.Count, snapshot.deadLetters);
+  metrics.addMetric(METRIC.blockedAggregates, MetricUnit.Count, snapshot.blockedAggregates);
+}
+
+/**
+ * 99, not 100: Powertools writes the line as soon as one metric holds 100 values, which would split a window's
+ * figures over two lines (and leave the store empty for the end-of-invocation publish, which then warns).
+ */
+const LAG_SAMPLES_PER_WINDOW = 99;
+
+/** The relay's metrics settings from its environment (read once, at cold start). */
+export function relayMetricsOptionsFromEnv(env: Env): RelayMetricsOptions {
+  return { maxEventTypes: integer(env, "RELAY_METRICS_EVENT_TYPES", DEFAULT_METRICS_EVENT_TYPES, 0, 100) };
+}
+
+export interface RelayMetricsOptions {
+  /** Per-event-type PublishFailures lines per window; the rest are summed as "other" (0: totals only). */
+  maxEventTypes?: number;
+  /** A long (dwell) invocation publishes its figures at least this often, not only when it ends. */
+  flushIntervalMs?: number;
+  /** PublishLag values kept per window: a uniform sample of the window's events. */
+  lagSamplesPerWindow?: number;
+  now?: () => number;
+  random?: () => number;
+}
+
+/**
+ * The relay's metrics, fed by the engine's onRound callback. Log volume decides the shape. At the FIFO queue's
+ * default 3,000 messages/s, one PublishLag value per event is 3,000 values/s; Powertools writes a line per 100
+ * values of a metric (~670 bytes), so 30 lines/s, ~1.7 GB of logs a day per relay, ~$0.85/day of ingestion at
+ * $0.50/GB. Instead:
+ * - counters (EventsPublished, PublishFailures, EventsDeadLettered) are summed per window (10 s, and the
+ *   invocation's end) and written once, zeros included, so alarms see 0 rather than missing data;
+ * - PublishLag keeps a uniform random sample of at most 99 of the window's lags (reservoir sampling), exact
+ *   when the window had 99 events or fewer; CloudWatch then estimates percentiles from ~600 values a minute
+ *   per busy relay: enough for p50/p99 dashboards and alarms;
+ * - BatchDuration keeps one value per round that claimed something (a p95 alarm wants every round); at 30
+ *   rounds/s Powertools writes a line of 100 of them every ~3 s.
+ * A relay at full speed then writes ~24 lines (~16 KB) a minute, ~23 MB a day.
+ */
+export class RelayMetrics {
+  readonly #metrics: Metrics;
+  readonly #flushIntervalMs: number;
+  readonly #maxEventTypes: number;
+  readonly #now: () => number;
+  readonly #lag: Reservoir;
+  #windowStart: number;
+  #published = 0;
+  #failed = 0;
+  #deadLettered = 0;
+  readonly #failuresByType = new Map<string, number>();
+
+  constructor(metrics: Metrics, options: RelayMetricsOptions = {}) {
+    this.#metrics = metrics;
+    this.#flushIntervalMs = options.flushIntervalMs ?? 10_000;
+    this.#maxEventTypes = options.maxEventTypes ?? DEFAULT_METRICS_EVENT_TYPES;
+    this.#now = options.now ?? Date.now;
+    this.#lag = new Reservoir(
+      options.lagSamplesPerWindow ?? LAG_SAMPLES_PER_WINDOW,
+      options.random ?? Math.random,
+    );
+    this.#windowStart = this.#now();
+  }
+
+  recordRound(report: RoundReport): void {
+    if (report.claimed > 0) {
+      // Straight into the store: Powertools writes the line itself when the 100th value arrives.
+      this.#metrics.addMetric(METRIC.batchDuration, MetricUnit.Milliseconds, Math.round(report.durationMs));
+    }
+    this.#published += report.published;
+    this.#failed += report.failed;
+    this.#deadLettered += report.deadLettered;
+    for (const event of report.publishedEvents) this.#lag.offer(event.lagMs);
+    for (const event of report.failedEvents) {
+      this.#failuresByType.set(event.eventType, (this.#failuresByType.get(event.eventType) ?? 0) + 1);
+    }
+    if (this.#now() - this.#windowStart >= this.#flushIntervalMs) {
+      this.#storeWindow();
+      if (this.#metrics.hasStoredMetrics()) this.#metrics.publishStoredMetrics();
+    }
+  }
+
+  /**
+   * End of the invocation: stores the last window for the handler's logMetrics middleware to publish. The
+   * counters go in last, so the store is never empty when the middleware publishes (it warns if it is).
+   */
+  finish(summary?: { failedRounds: number }): void {
+    this.#storeWindow();
+    // Per invocation: rounds that failed as a whole (their rows released, not lost). A stall hides here first.
+    if (summary !== undefined) {
+      this.#metrics.addMetric(METRIC.failedRounds, MetricUnit.Count, summary.failedRounds);
+    }
+  }
+
+  #storeWindow(): void {
+    for (const lagMs of this.#lag.take()) {
+      this.#metrics.addMetric(METRIC.publishLag, MetricUnit.Milliseconds, lagMs);
+    }
+    // Metrics of one line share its dimensions, so the per-type figures are lines of their own.
+    for (const [eventType, failures] of boundedByType(this.#failuresByType, this.#maxEventTypes)) {
+      this.#metrics
+        .singleMetric()
+        .addDimension(EVENT_TYPE_DIMENSION, eventType)
+        .addMetric(METRIC.publishFailures, MetricUnit.Count, failures);
+    }
+    this.#metrics.addMetric(METRIC.eventsPublished, MetricUnit.Count, this.#published);
+    this.#metrics.addMetric(METRIC.publishFailures, MetricUnit.Count, this.#failed);
+    this.#metrics.addMetric(METRIC.eventsDeadLettered, MetricUnit.Count, this.#deadLettered);
+    this.#published = 0;
+    this.#failed = 0;
+    this.#deadLettered = 0;
+    this.#failuresByType.clear();
+    this.#windowStart = this.#now();
+  }
+}
+
+/** The `max` entries with the highest counts (ties: the first seen), plus the rest summed under "other". */
+function boundedByType(counts: Map<string, number>, max: number): [string, number][] {
+  if (max === 0) return [];
+  const sorted = [...counts].sort((a, b) => b[1] - a[1]);
+  if (sorted.length <= max) return sorted;
+  const rest = sorted.slice(max).reduce((sum, [, count]) => sum + count, 0);
+  return [...sorted.slice(0, max), [OTHER_EVENT_TYPES, rest]];
+}
+
+/** Algorithm R: after n offers, each offered value is in the sample with probability capacity / n. */
+export class Reservoir {
+  readonly #capacity: number;
+  readonly #random: () => number;
+  #values: number[] = [];
+  #seen = 0;
+
+  constructor(capacity: number, random: () => number) {
+    this.#capacity = capacity;
+    this.#random = random;
+  }
+
+  offer(value: number): void {
+    this.#seen++;
+    if (this.#values.length < this.#capacity) {
+      this.#values.push(value);
+      return;
+    }
+    const slot = Math.floor(this.#random() * this.#seen);
+    if (slot < this.#capacity) this.#values[slot] = value;
+  }
+
+  take(): number[] {
+    const values = this.#values;
+    this.#values = [];
+    this.#seen = 0;
+    return values;
+  }
+}

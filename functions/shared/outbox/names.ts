@@ -1,0 +1,68 @@
+import { optionalString } from "../util/env.ts";
+import { ConfigError } from "./errors.ts";
+
+/**
+ * Where the outbox lives. Both names are configurable so several services can share a database; they are
+ * validated here and only ever reach SQL through `quoteIdent`, never raw.
+ */
+export interface OutboxLocation {
+  schema?: string;
+  table?: string;
+}
+
+export interface OutboxNames {
+  schema: string;
+  table: string;
+  /** `"schema"."table"`, safe to splice into SQL. */
+  qualified: string;
+  /** Quoted, schema-qualified name of an object that belongs to this outbox (index, view, function). */
+  related(suffix: string): string;
+  /** Unquoted name of a related object, for catalog lookups with bound parameters. */
+  relatedName(suffix: string): string;
+}
+
+export const DEFAULT_SCHEMA = "public";
+export const DEFAULT_TABLE = "outbox_events";
+
+/**
+ * Letters, digits, `_`, `$`, `-` and spaces. Quotes, dots, semicolons and control characters are refused even
+ * though quoting would neutralise them: a name containing them is a mistake or an attack, never a wish.
+ * 40 characters leaves room for the longest suffix under Postgres's 63-byte identifier limit.
+ */
+const IDENTIFIER = /^[\p{L}_][\p{L}\p{N}_$ -]{0,39}$/u;
+
+export function validateIdentifier(field: string, value: string): string {
+  if (!IDENTIFIER.test(value) || Buffer.byteLength(value) > 40) {
+    throw new ConfigError(
+      `${field}: ${JSON.stringify(value)} is not an accepted identifier ` +
+        "(1-40 characters: a letter or _ first, then letters, digits, _, $, - or spaces)",
+    );
+  }
+  return value;
+}
+
+/** OUTBOX_SCHEMA and OUTBOX_TABLE, as every entry point (Lambdas, CLI) reads them; unset keeps the default. */
+export function outboxLocationFromEnv(env: Record<string, string | undefined>): OutboxLocation {
+  const schema = optionalString(env, "OUTBOX_SCHEMA");
+  const table = optionalString(env, "OUTBOX_TABLE");
+  return { ...(schema === undefined ? {} : { schema }), ...(table === undefined ? {} : { table }) };
+}
+
+export function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+export function outboxNames(location: OutboxLocation = {}): OutboxNames {
+  const schema = validateIdentifier("schema", location.schema ?? DEFAULT_SCHEMA);
+  const table = validateIdentifier("table", location.table ?? DEFAULT_TABLE);
+  // "outbox_events" -> prefix "outbox", so the default objects read outbox_dead_letters, outbox_migrations.
+  const prefix = table.replace(/_events$/, "");
+  const relatedName = (suffix: string) => `${prefix}_${suffix}`;
+  return {
+    schema,
+    table,
+    qualified: `${quoteIdent(schema)}.${quoteIdent(table)}`,
+    relatedName,
+    related: (suffix) => `${quoteIdent(schema)}.${quoteIdent(relatedName(suffix))}`,
+  };
+}

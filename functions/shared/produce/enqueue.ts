@@ -1,0 +1,200 @@
+import { randomUUID } from "node:crypto";
+import type { Queryable } from "../db/session.ts";
+import { ValidationError } from "../outbox/errors.ts";
+import { jsonbBodySize } from "../outbox/jsonbSize.ts";
+import {
+  checkGroupId,
+  checkHeaders,
+  checkName,
+  checkSqsText,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  MAX_DELAY_MS,
+  messageAttributes,
+  messageSize,
+  serializePayload,
+} from "../outbox/message.ts";
+import { type OutboxLocation, outboxNames } from "../outbox/names.ts";
+
+export interface OutboxEvent<TPayload = unknown> {
+  aggregateType: string;
+  /**
+   * Becomes the SQS MessageGroupId: events of one group (this id, whatever the aggregate type) are delivered in
+   * the order they committed.
+   */
+  aggregateId: string;
+  eventType: string;
+  payload: TPayload;
+  /** Trace context, correlation ids: sent as SQS message attributes (at most 4). */
+  headers?: Record<string, string>;
+  /** Not published before this time (defaults to the transaction's now()). */
+  availableAt?: Date;
+}
+
+export interface EnqueuedEvent {
+  id: string;
+  /** The order key: within one aggregate it increases in commit order (the database enforces it, migration 0005). */
+  seq: bigint;
+}
+
+export interface EnqueueOptions extends OutboxLocation {
+  /** The queue's MaximumMessageSize; body plus attributes must fit. Default 1 MiB, the SQS maximum. */
+  maxMessageBytes?: number;
+}
+
+interface ValidRow {
+  id: string;
+  aggregateType: string;
+  aggregateId: string;
+  eventType: string;
+  payloadJson: string;
+  headersJson: string;
+  availableAt: Date | null;
+}
+
+// A timestamp of the length the relay will send (ISO 8601, milliseconds, Z) for the size check.
+const SIZE_PROBE_DATE = new Date(0);
+// The longest seq the relay can send (a bigint's 19 digits), so the size check never under-counts.
+const SIZE_PROBE_SEQ = String(2n ** 63n - 1n);
+
+/**
+ * Writes events to the outbox with the caller's connection, so they commit or roll back with the caller's
+ * business rows. Everything is validated before the single INSERT: a bad event throws a ValidationError
+ * naming the field and leaves the caller's transaction usable and nothing written.
+ *
+ * The insert locks each event's aggregate until the caller's transaction ends (migration 0005), so `seq` follows
+ * commit order: it waits while another open transaction holds one of them. One call never deadlocks with another
+ * (several aggregates are locked in one canonical order), but a transaction that enqueues in several calls can:
+ * Postgres then fails one statement with the pg error code "40P01" and the caller retries the transaction.
+ */
+export async function enqueue<T>(
+  db: Queryable,
+  event: OutboxEvent<T>,
+  options?: EnqueueOptions,
+): Promise<EnqueuedEvent>;
+export async function enqueue<T>(
+  db: Queryable,
+  events: readonly OutboxEvent<T>[],
+  options?: EnqueueOptions,
+): Promise<EnqueuedEvent[]>;
+export async function enqueue<T>(
+  db: Queryable,
+  input: OutboxEvent<T> | readonly OutboxEvent<T>[],
+  options: EnqueueOptions = {},
+): Promise<EnqueuedEvent | EnqueuedEvent[]> {
+  const names = outboxNames(options);
+  const many = Array.isArray(input);
+  const events: readonly OutboxEvent<T>[] = many ? input : [input as OutboxEvent<T>];
+  const rows = events.map((event, index) =>
+    validateEvent(
+      event,
+      many ? `events[${index}]` : "event",
+      options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    ),
+  );
+  if (rows.length === 0) return [];
+
+  // One round trip for any number of events. Ids are generated here so results can be matched by id rather
+  // than trusting RETURNING order; `order by ord` makes the trigger assign seq in the array order.
+  // The table's commit-order trigger (migration 0005) locks each row's aggregate before giving it a seq. Taking
+  // those locks row by row in the caller's order could deadlock with a transaction writing the same aggregates
+  // in another order, so a call with several aggregates first locks them all in one canonical order: the
+  // uncorrelated subquery runs once, as an InitPlan, before the first row reaches the trigger. A call with one
+  // aggregate skips it (one lock cannot be taken out of order), so the common single-event call pays nothing.
+  const aggregates = distinctAggregates(rows);
+  const gate =
+    aggregates.length > 1 ? `where (select ${names.related("lock_aggregates")}($8::text[], $9::text[]))` : "";
+  const { rows: inserted } = await db.query<{ id: string; seq: string }>(
+    `insert into ${names.qualified} (id, aggregate_type, aggregate_id, event_type, payload, headers, available_at)
+     select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, coalesce(e.available_at, now())
+     from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::timestamptz[])
+          with ordinality as e(id, aggregate_type, aggregate_id, event_type, payload, headers, available_at, ord)
+     ${gate}
+     order by e.ord
+     returning id, seq`,
+    [
+      rows.map((row) => row.id),
+      rows.map((row) => row.aggregateType),
+      rows.map((row) => row.aggregateId),
+      rows.map((row) => row.eventType),
+      rows.map((row) => row.payloadJson),
+      rows.map((row) => row.headersJson),
+      rows.map((row) => row.availableAt),
+      ...(aggregates.length > 1
+        ? [aggregates.map((aggregate) => aggregate.type), aggregates.map((aggregate) => aggregate.id)]
+        : []),
+    ],
+  );
+  const seqById = new Map(inserted.map((row) => [row.id, BigInt(row.seq)]));
+  const result = rows.map((row) => ({ id: row.id, seq: seqById.get(row.id) ?? missing(row.id) }));
+  return many ? result : (result[0] as EnqueuedEvent);
+}
+
+/**
+ * The call's distinct message groups when there are several; none when every event is of one group. The lock is
+ * per group (aggregate_id, migration 0006), so Order/42 and Shipment/42 count once.
+ */
+function distinctAggregates(rows: readonly ValidRow[]): { type: string; id: string }[] {
+  const byGroup = new Map<string, { type: string; id: string }>();
+  for (const row of rows) byGroup.set(row.aggregateId, { type: row.aggregateType, id: row.aggregateId });
+  return byGroup.size > 1 ? [...byGroup.values()] : [];
+}
+
+function missing(id: string): never {
+  throw new Error(`insert did not return event ${id}`);
+}
+
+function validateEvent(event: OutboxEvent<unknown>, at: string, maxMessageBytes: number): ValidRow {
+  if (event === null || typeof event !== "object") {
+    throw new ValidationError(at, "must be an object with aggregateType, aggregateId, eventType and payload");
+  }
+  const aggregateType = checkName(`${at}.aggregateType`, event.aggregateType);
+  const aggregateId = checkGroupId(`${at}.aggregateId`, event.aggregateId);
+  const eventType = checkName(`${at}.eventType`, event.eventType);
+  const headers = checkHeaders(`${at}.headers`, event.headers);
+  const payloadJson = serializePayload(`${at}.payload`, event.payload);
+  checkSqsText(`${at}.payload`, payloadJson);
+  const availableAt = event.availableAt ?? null;
+  if (availableAt !== null && !(availableAt instanceof Date && Number.isFinite(availableAt.getTime()))) {
+    throw new ValidationError(`${at}.availableAt`, "must be a valid Date");
+  }
+  if (availableAt !== null && availableAt.getTime() - Date.now() > MAX_DELAY_MS) {
+    throw new ValidationError(
+      `${at}.availableAt`,
+      `is ${availableAt.toISOString()}, more than ${MAX_DELAY_MS / 86_400_000} days ahead (the relay dead-letters such rows)`,
+    );
+  }
+  const id = randomUUID();
+  const attributes = messageAttributes({
+    id,
+    aggregateType,
+    aggregateId,
+    eventType,
+    headers,
+    createdAt: SIZE_PROBE_DATE,
+    seq: SIZE_PROBE_SEQ,
+    body: payloadJson,
+  });
+  // What the relay will send: the body as jsonb prints it back (numbers in full), not JSON.stringify's text.
+  const bodySize = jsonbBodySize(payloadJson);
+  const size = messageSize("", attributes) + bodySize;
+  if (size > maxMessageBytes) {
+    const numbers =
+      bodySize > Buffer.byteLength(payloadJson)
+        ? `; Postgres prints its numbers in full (${Buffer.byteLength(payloadJson)} bytes as JSON, ${bodySize} ` +
+          "as stored): send very large or small numbers as strings"
+        : "";
+    throw new ValidationError(
+      `${at}.payload`,
+      `message would be ${size} bytes (payload plus attributes), over the limit of ${maxMessageBytes}${numbers}`,
+    );
+  }
+  return {
+    id,
+    aggregateType,
+    aggregateId,
+    eventType,
+    payloadJson,
+    headersJson: JSON.stringify(headers),
+    availableAt,
+  };
+}
