@@ -1,3 +1,4 @@
+import { isAuthenticationFailure } from "../functions/shared/db/sqlstate.ts";
 import { QueueCheckError } from "../functions/shared/destinations/sqs/queueCheck.ts";
 import {
   ConfigError,
@@ -69,6 +70,9 @@ export function describeError(error: unknown, context: { databaseUrl?: string } 
   const system = systemError(error);
   const message = error instanceof Error ? error.message : String(error);
   const fail = (text: string) => new CliError(text, EXIT_FAILURE, { cause: error });
+  if (isAuthenticationFailure(error)) {
+    return fail(`cannot connect to ${where}: authentication failed (${message})`);
+  }
   switch (system?.code) {
     case "ECONNREFUSED":
       return fail(`cannot connect to ${where}: connection refused (is Postgres running? check DATABASE_URL)`);
@@ -77,9 +81,6 @@ export function describeError(error: unknown, context: { databaseUrl?: string } 
       return fail(`cannot connect to ${where}: host not found (check DATABASE_URL)`);
     case "ETIMEDOUT":
       return fail(`cannot connect to ${where}: timed out (network, security group or firewall?)`);
-    case "28P01":
-    case "28000":
-      return fail(`cannot connect to ${where}: authentication failed (${message})`);
     case "3D000":
       return fail(`cannot connect to ${where}: ${message}`);
   }

@@ -1,4 +1,4 @@
-import type { RelayLogger } from "../functions/shared/relay/engine.ts";
+import type { Logger } from "../functions/shared/util/logger.ts";
 
 export type LogFormat = "text" | "json";
 
@@ -20,7 +20,7 @@ export function createLogger(format: LogFormat, write = (line: string) => proces
         .join(" ");
       write(`${timestamp} ${level.padEnd(5)} ${message}${details === "" ? "" : ` ${details}`}`);
     };
-  return { info: log("INFO"), warn: log("WARN"), error: log("ERROR") } satisfies RelayLogger;
+  return { info: log("INFO"), warn: log("WARN"), error: log("ERROR") } satisfies Logger;
 }
 
 export function defaultLogFormat(): LogFormat {

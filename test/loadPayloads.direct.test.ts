@@ -5,11 +5,11 @@ import {
   DIRECT_MAX_STORED_BYTES,
   type LoadedPayload,
   loadPayloads,
-  loadPayloadsByWalk,
   MAX_TEXT_BYTES_PER_STORED_BYTE,
   type PayloadLimits,
 } from "../functions/shared/relay/sql/loadPayloads.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { loadPayloadsByWalk } from "./support/loadPayloads.ts";
 
 /**
  * loadPayloads settles small uncompressed rows with one plain statement and no savepoint, and hands the rest to

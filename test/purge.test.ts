@@ -1,13 +1,13 @@
 import type pg from "pg";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { SessionClient, SessionPool } from "../functions/shared/db/session.ts";
+import { readOutboxSnapshot } from "../functions/shared/observe/snapshot.ts";
 import { ConfigError } from "../functions/shared/outbox/errors.ts";
 import { outboxNames } from "../functions/shared/outbox/names.ts";
 import {
   DEFAULT_PURGE_OPTIONS,
   type PurgeOptions,
   type PurgeSummary,
-  readOutboxSnapshot,
   runPurge,
 } from "../functions/shared/purge/purge.ts";
 import { purgeConfigFromEnv } from "../functions/shared/purge/settings.ts";

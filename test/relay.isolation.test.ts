@@ -1,7 +1,8 @@
 import { beforeEach, describe, expect, it } from "vitest";
 import type { SessionPool } from "../functions/shared/db/session.ts";
 import { enqueue } from "../functions/shared/produce/enqueue.ts";
-import { type RelayLogger, type RoundReport, runRelay } from "../functions/shared/relay/engine.ts";
+import { type RoundReport, runRelay } from "../functions/shared/relay/engine.ts";
+import type { Logger } from "../functions/shared/util/logger.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { drain, queueDestination, testRelayOptions } from "./support/relay.ts";
@@ -30,7 +31,7 @@ interface Logged {
   fields: Record<string, unknown>;
 }
 
-function recordingLogger(): { logger: RelayLogger; logged: Logged[] } {
+function recordingLogger(): { logger: Logger; logged: Logged[] } {
   const logged: Logged[] = [];
   const record = (level: string) => (message: string, fields: Record<string, unknown>) =>
     void logged.push({ level, message, fields });

@@ -1,8 +1,9 @@
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { withTransaction } from "../functions/shared/db/session.ts";
+import { readOutboxSnapshot } from "../functions/shared/observe/snapshot.ts";
 import { enqueue } from "../functions/shared/produce/enqueue.ts";
-import { DEFAULT_PURGE_OPTIONS, readOutboxSnapshot, runPurge } from "../functions/shared/purge/purge.ts";
+import { DEFAULT_PURGE_OPTIONS, runPurge } from "../functions/shared/purge/purge.ts";
 import { noProgressError } from "../functions/shared/relay/invocation.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
@@ -95,7 +96,7 @@ describe("the outbox_relay and outbox_purge roles", () => {
       expect(summary).toMatchObject({ published: 0, stoppedBy: "errors" });
       expect(summary.lastError).toMatch(/permission denied for table outbox_events/);
       // The invocation fails (RelayErrors pages), and the event is still pending for the next one.
-      expect(noProgressError(summary, undefined)?.message).toMatch(/permission denied/);
+      expect(noProgressError(summary)?.message).toMatch(/permission denied/);
       const { rows } = await db.pool.query(
         "select processed_at, dead_lettered_at from outbox_events where id = $1",
         [event?.id],

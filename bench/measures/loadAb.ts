@@ -4,11 +4,8 @@ import { SQS_MAX_MESSAGE_BYTES } from "../../functions/shared/destinations/sqs/l
 import { outboxNames } from "../../functions/shared/outbox/names.ts";
 import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
 import { claimBatch, newClaimCursor } from "../../functions/shared/relay/sql/claimBatch.ts";
-import {
-  loadPayloads,
-  loadPayloadsByWalk,
-  type PayloadLimits,
-} from "../../functions/shared/relay/sql/loadPayloads.ts";
+import { loadPayloads, type PayloadLimits } from "../../functions/shared/relay/sql/loadPayloads.ts";
+import { loadPayloadsByWalk } from "../../test/support/loadPayloads.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import { isDirectLoad, type LoadVariant } from "../lib/roundProfile.ts";
 import { median, percentile } from "../lib/stats.ts";

@@ -6,11 +6,14 @@ import {
   DEFAULT_RELAY_OPTIONS,
   type RelaySummary,
   roundReserveMs,
-  runRelay,
 } from "../../functions/shared/relay/engine.ts";
-import { checkOrderKeyBeforeRelaying } from "../../functions/shared/relay/orderKey.ts";
+import {
+  checkDestination,
+  destinationClientOptions,
+  relayInvocation,
+  relaySessions,
+} from "../../functions/shared/relay/invocation.ts";
 import { type RelayConfig, relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
-import { listenForOutboxInserts } from "../../functions/shared/relay/wakeUp.ts";
 import { openOutboxDatabase } from "../database.ts";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "../errors.ts";
 import { createLogger, defaultLogFormat, type LogFormat } from "../logger.ts";
@@ -170,24 +173,23 @@ interface LoopOptions {
 }
 
 /**
- * Invocation after invocation of `runRelay`, each with a deadline like the scheduled Lambda's: the same engine,
- * the same time-bounded rounds, a summary line per invocation, and a fresh LISTEN session each time when
- * RELAY_LISTEN is on. Stops on a signal (after the round in progress has recorded) or, in drain mode, once
- * nothing is claimable.
+ * Invocation after invocation of `relayInvocation`, each with a deadline like the scheduled Lambda's: the
+ * Lambda's invocation itself (order-key check, LISTEN when RELAY_LISTEN is on, time-bounded rounds, the
+ * no-progress verdict), a summary line per invocation. Stops on a signal (after the round in progress has
+ * recorded) or, in drain mode, once nothing is claimable.
  */
 async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<RelayTotals> {
   const { logger } = options;
   // An explicit endpoint: the SQS client would otherwise send to the QueueUrl's host rather than a configured
   // emulator or proxy endpoint.
   const { destination, destroy } = createDestination(config.destination, {
-    sockets: config.relay.concurrency * config.relay.parallelRounds,
-    requestTimeoutMs: config.relay.publishTimeoutMs,
+    ...destinationClientOptions(config),
     ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
   });
   const database = await openOutboxDatabase(
     { source: config.database, location: { schema: config.relay.schema, table: config.relay.table } },
     {
-      maxConnections: config.relay.parallelRounds + 1 + (config.listen ? 1 : 0),
+      maxConnections: relaySessions(config),
       queryTimeoutMs: queryTimeoutFor(config.relay.statementTimeoutMs),
     },
   ).catch((error: unknown) => {
@@ -221,8 +223,7 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
   process.once("disconnect", onDisconnect);
   try {
     // A queue that does not exist, is not FIFO or takes smaller messages fails here, naming the fix.
-    const check = (await destination.check?.(15_000)) ?? { verified: true };
-    if (!check.verified) logger.warn("destination not verified; relaying anyway", { reason: check.reason });
+    await checkDestination(destination, logger, 15_000);
     logger.info("relay started", {
       destination: destination.kind,
       target: destination.target,
@@ -235,21 +236,15 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
       const started = Date.now();
       const deadline =
         started + Math.min(options.invocationMs, config.maxDurationMs ?? Number.POSITIVE_INFINITY);
-      await checkOrderKeyBeforeRelaying(database.pool, database.names, config.relay.statementTimeoutMs);
-      const wakeUp = config.listen ? await listenForOutboxInserts(database.pool, config.relay) : undefined;
-      const summary = await runRelay(
-        {
-          pool: database.pool,
-          destination,
-          deadline,
-          logger,
-          signal: controller.signal,
-          ...(wakeUp ? { wakeUp } : {}),
-        },
-        config.relay,
-      ).finally(() => wakeUp?.close());
+      const { noProgress, ...summary } = await relayInvocation(
+        { pool: database.pool, destination, deadline, logger, signal: controller.signal },
+        config,
+      );
       addTo(totals, summary);
       logger.info("invocation finished", { ...summary });
+      // Where the Lambda fails the invocation (and its alarm fires), a long-running process says so and goes on.
+      if (noProgress !== undefined)
+        logger.error("invocation made no progress", { error: noProgress.message });
       if (config.relay.mode === "drain" && summary.stoppedBy !== "deadline") break;
     }
   } finally {

@@ -37,11 +37,14 @@ export function statusCommand(): Command {
       try {
         // One snapshot, one instant: both statements see the same data, and a read-only transaction with a
         // statement timeout cannot disturb the relay.
-        const snapshot = await withTransaction(database.pool, async (client) => {
-          await client.query("set transaction isolation level repeatable read, read only");
-          await client.query("select set_config('statement_timeout', '30000', true)");
-          return outboxSnapshot(client, database.names);
-        });
+        const snapshot = await withTransaction(
+          database.pool,
+          (client) => outboxSnapshot(client, database.names),
+          {
+            readOnlySnapshot: true,
+            statementTimeoutMs: 30_000,
+          },
+        );
         if (flags.json) return printJson({ table: database.names.qualified, ...snapshot });
         print(describe(database.names.qualified, snapshot));
       } finally {

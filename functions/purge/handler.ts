@@ -4,14 +4,9 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { createDatabasePool, queryTimeoutFor } from "#shared/db/connection.ts";
-import {
-  createMetrics,
-  recordOutboxSnapshot,
-  recordPurgeSummary,
-  recordSnapshotError,
-} from "#shared/observe/metrics.ts";
-import { errorMessage } from "#shared/outbox/errors.ts";
-import { type PurgeSummary, readOutboxSnapshot, runPurge } from "#shared/purge/purge.ts";
+import { createMetrics } from "#shared/observe/metrics.ts";
+import { purgeInvocation } from "#shared/purge/invocation.ts";
+import type { PurgeSummary } from "#shared/purge/purge.ts";
 import { purgeConfigFromEnv } from "#shared/purge/settings.ts";
 
 // Cold start: configuration errors fail here, naming the variable, before any event is handled.
@@ -31,43 +26,14 @@ export interface SnapshotOnlyEvent {
   snapshotOnly: true;
 }
 
-/**
- * Invoked by EventBridge schedules. Reports how the outbox stands (one line of metrics), then, unless the event
- * asks for the snapshot only, deletes old published rows until none are left or the budget ends. The two are
- * independent: a snapshot that fails or times out does not skip the hour's purge, and a failing purge still
- * reports the snapshot. Either failure is counted (SnapshotErrors, PurgeErrors) and fails the invocation, so
- * Lambda's Errors metric sees it too; the metrics stored so far are published all the same.
- */
+/** Invoked by EventBridge schedules: the outbox snapshot's metrics, then (hourly) the purge itself. */
 export async function purge(
   event: ScheduledEvent | SnapshotOnlyEvent | Record<string, never>,
   context: Context,
 ): Promise<PurgeSummary | { snapshotOnly: true }> {
   const deadline = Date.now() + context.getRemainingTimeInMillis() - config.budgetMarginMs;
-  const failures: string[] = [];
-  // The snapshot first: the alarms depend on it, and it is bounded by the statement timeout. It reads only
-  // unpublished rows, which the purge does not touch (dead letters aside, when their retention is set).
-  const snapshot = await readOutboxSnapshot(pool, config.purge).catch((error: unknown) => {
-    recordSnapshotError(metrics);
-    failures.push(`outbox snapshot failed: ${errorMessage(error)}`);
-    logger.error("outbox snapshot failed; its metrics are missing for this run", {
-      error: errorMessage(error),
-    });
-    return undefined;
-  });
-  if (snapshot !== undefined) recordOutboxSnapshot(metrics, snapshot);
-  let result: PurgeSummary | { snapshotOnly: true };
-  if ("snapshotOnly" in event && event.snapshotOnly === true) {
-    logger.info("outbox snapshot", { snapshot });
-    result = { snapshotOnly: true };
-  } else {
-    const summary = await runPurge({ pool, deadline, logger }, config.purge);
-    recordPurgeSummary(metrics, summary);
-    logger.info("purge finished", { summary, snapshot });
-    if (summary.stoppedBy === "error") failures.push(`purge stopped by an error: ${summary.error}`);
-    result = summary;
-  }
-  if (failures.length > 0) throw new Error(failures.join("; "));
-  return result;
+  const snapshotOnly = "snapshotOnly" in event && event.snapshotOnly === true;
+  return purgeInvocation({ pool, metrics, logger, deadline }, config, snapshotOnly);
 }
 
 export const handler = middy(purge).use(injectLambdaContext(logger)).use(logMetrics(metrics));

@@ -4,6 +4,7 @@ import pg from "pg";
 import { ConfigError } from "../outbox/errors.ts";
 import { integer, oneOf, optionalString } from "../util/env.ts";
 import type { SessionClient, SessionPool } from "./session.ts";
+import { isAuthenticationFailure } from "./sqlstate.ts";
 
 /**
  * Where the database credentials come from: a URL (local runs, tests, CLI), or a Secrets Manager secret in the
@@ -190,8 +191,6 @@ export interface PoolOptions {
   onError?: (error: Error) => void;
 }
 
-const AUTH_FAILED = new Set(["28P01", "28000"]);
-
 /**
  * The client-side query timeout for sessions whose statements the server bounds by `statementTimeoutMs`: a
  * second more, so a slow statement fails with the server's own error (57014) and only a silent connection
@@ -337,8 +336,7 @@ class SecretPool implements DatabasePool {
     try {
       return await this.#pool.connect();
     } catch (error) {
-      if (!AUTH_FAILED.has((error as { code?: string }).code ?? ""))
-        throw explainTlsError(error, this.#source);
+      if (!isAuthenticationFailure(error)) throw explainTlsError(error, this.#source);
       // Rotated since we cached it: fetch the whole secret again and follow it wherever it now points.
       this.#follow(await this.#secrets.refresh());
       return this.#pool.connect();

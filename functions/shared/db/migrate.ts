@@ -7,6 +7,7 @@ import { MigrationError } from "../outbox/errors.ts";
 import { type OutboxLocation, type OutboxNames, outboxNames, quoteIdent } from "../outbox/names.ts";
 import { sleep } from "../util/sleep.ts";
 import { type Queryable, type SessionClient, type SessionPool, withTransaction } from "./session.ts";
+import { isLockNotAvailable } from "./sqlstate.ts";
 
 export interface MigrateOptions extends OutboxLocation {
   /** Folder of `NNNN_name.sql` files; defaults to the package's own `migrations/`. */
@@ -30,7 +31,6 @@ export const DEFAULT_LOCK_TIMEOUT_MS = 1_000;
 export const DEFAULT_LOCK_ATTEMPTS = 10;
 export const DEFAULT_LOCK_RETRY_PAUSE_MS = 1_000;
 const MAX_LOCK_RETRY_PAUSE_MS = 15_000;
-const LOCK_NOT_AVAILABLE = "55P03";
 
 export interface MigrateResult {
   applied: string[];
@@ -172,7 +172,7 @@ async function withLockRetriedTransaction<T>(
     try {
       return await withTransaction(pool, body);
     } catch (error) {
-      if (!isLockTimeout(error)) throw error;
+      if (!isLockNotAvailable(error)) throw error;
       if (tried >= attempts) {
         throw new MigrationError(
           `migration ${name} could not take its locks: lock_timeout (${lockTimeoutMs} ms) expired in each of ` +
@@ -186,13 +186,6 @@ async function withLockRetriedTransaction<T>(
       pauseMs = Math.min(pauseMs * 2, MAX_LOCK_RETRY_PAUSE_MS);
     }
   }
-}
-
-function isLockTimeout(error: unknown): boolean {
-  for (let e: unknown = error; e instanceof Error; e = e.cause) {
-    if ((e as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return true;
-  }
-  return false;
 }
 
 type Migration = Awaited<ReturnType<typeof readMigrations>>[number];

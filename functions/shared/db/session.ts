@@ -29,7 +29,27 @@ export interface SessionPool {
 }
 
 /**
- * Runs `work` in a transaction on a session of its own; rolls back (and discards a broken session) on error.
+ * Bounds for one transaction, set transaction-locally (`set_config(…, true)`) so a pooled session (pgbouncer,
+ * RDS Proxy) is left as it was. Each is a server-side bound: a client-side timeout does not stop the backend.
+ */
+export interface TransactionBounds {
+  statementTimeoutMs?: number;
+  lockTimeoutMs?: number;
+  /** Ends the session (and releases its locks) if it sits idle in the transaction this long: a frozen process. */
+  idleInTransactionMs?: number;
+  /** One repeatable-read, read-only snapshot for every statement (monitoring reads), instead of read committed. */
+  readOnlySnapshot?: boolean;
+}
+
+const SETTING_OF: Record<Exclude<keyof TransactionBounds, "readOnlySnapshot">, string> = {
+  statementTimeoutMs: "statement_timeout",
+  lockTimeoutMs: "lock_timeout",
+  idleInTransactionMs: "idle_in_transaction_session_timeout",
+};
+
+/**
+ * Runs `work` in a transaction on a session of its own, within `bounds`; rolls back (and discards a broken
+ * session) on error.
  *
  * - `read committed` is explicit: a role, database or RDS parameter group may set
  *   `default_transaction_isolation = repeatable read`, under which a claim racing another relay's commit fails
@@ -38,14 +58,23 @@ export interface SessionPool {
  * - A COMMIT answered with ROLLBACK (the transaction was already aborted) throws TransactionRolledBackError:
  *   a caller must never take a rolled-back transaction for a committed one.
  */
-export async function withTransaction<T>(pool: SessionPool, work: (client: SessionClient) => Promise<T>) {
+export async function withTransaction<T>(
+  pool: SessionPool,
+  work: (client: SessionClient) => Promise<T>,
+  bounds: TransactionBounds = {},
+) {
   const client = await pool.connect();
   // A checked-out pg client reports a dropped socket as an 'error' event; unheard, it would crash the process.
   // The failing query rejects as well, which is where we handle it.
   const ignore = () => {};
   client.on?.("error", ignore);
   try {
-    await client.query("begin isolation level read committed");
+    await client.query(
+      bounds.readOnlySnapshot === true
+        ? "begin isolation level repeatable read, read only"
+        : "begin isolation level read committed",
+    );
+    await setBounds(client, bounds);
     const result = await work(client);
     const committed = await client.query("commit");
     if (committed.command === "ROLLBACK") {
@@ -76,6 +105,19 @@ export async function withTransaction<T>(pool: SessionPool, work: (client: Sessi
     client.release(rollbackFailed ? (error as Error) : undefined);
     throw error;
   }
+}
+
+/** One round trip for all bounds; the setting names are constants, the values bound parameters. */
+async function setBounds(client: Queryable, bounds: TransactionBounds): Promise<void> {
+  const calls: string[] = [];
+  const values: string[] = [];
+  for (const [key, setting] of Object.entries(SETTING_OF)) {
+    const ms = bounds[key as keyof typeof SETTING_OF];
+    if (ms === undefined) continue;
+    values.push(String(ms));
+    calls.push(`set_config('${setting}', $${values.length}, true)`);
+  }
+  if (calls.length > 0) await client.query(`select ${calls.join(", ")}`, values);
 }
 
 /** pg's `query_timeout` (the pool's queryTimeoutMs) fired: no answer, not a server-side error. */

@@ -26,11 +26,6 @@ export class MigrationError extends OutboxError {
   override name = "MigrationError";
 }
 
-/** SQS refused a whole request (as opposed to one entry of a batch). */
-export class PublishError extends OutboxError {
-  override name = "PublishError";
-}
-
 /** The database did not answer within the client-side query timeout; the session was discarded. */
 export class DatabaseTimeoutError extends OutboxError {
   override name = "DatabaseTimeoutError";
@@ -44,24 +39,6 @@ export class DatabaseTimeoutError extends OutboxError {
  */
 export class TransactionRolledBackError extends OutboxError {
   override name = "TransactionRolledBackError";
-}
-
-/**
- * SQLSTATEs worth retrying: the transaction was rolled back by the server for reasons that say nothing
- * about the statement (serialization, deadlock, failover, admin shutdown, lost connection).
- */
-const RETRYABLE_SQLSTATES = new Set(["40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"]);
-
-export function isRetryableDatabaseError(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code !== "string") {
-    // Socket-level failures from `pg` carry Node's error codes (ECONNRESET, ...), or none at all.
-    return (
-      error instanceof Error &&
-      /ECONN|EPIPE|ETIMEDOUT|Connection terminated/i.test(`${code} ${error.message}`)
-    );
-  }
-  return RETRYABLE_SQLSTATES.has(code) || code.startsWith("08");
 }
 
 export function errorMessage(error: unknown): string {

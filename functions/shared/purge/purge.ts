@@ -1,8 +1,8 @@
 import { type SessionClient, type SessionPool, withTransaction } from "../db/session.ts";
-import { type OutboxSnapshot, outboxSnapshot } from "../observe/sql/outboxSnapshot.ts";
 import { errorMessage } from "../outbox/errors.ts";
 import { type OutboxLocation, type OutboxNames, outboxNames } from "../outbox/names.ts";
 import { checkIntegerOption } from "../util/env.ts";
+import type { Logger } from "../util/logger.ts";
 import { sleep } from "../util/sleep.ts";
 import { purgeCutoffs, purgeDeadLetters, purgePublished } from "./sql/purgePublished.ts";
 
@@ -33,17 +33,11 @@ export const DEFAULT_PURGE_OPTIONS = {
   pausePercent: 100,
 } as const satisfies Omit<PurgeOptions, keyof OutboxLocation>;
 
-export interface PurgeLogger {
-  info(message: string, fields: Record<string, unknown>): void;
-  warn(message: string, fields: Record<string, unknown>): void;
-  error(message: string, fields: Record<string, unknown>): void;
-}
-
 export interface PurgeDeps {
   pool: SessionPool;
   /** Epoch milliseconds by which runPurge must have returned (Lambda deadline minus a safety margin). */
   deadline: number;
-  logger?: PurgeLogger;
+  logger?: Logger;
   /** Stop between batches (SIGTERM, Ctrl-C); the statement in progress finishes. */
   signal?: AbortSignal;
   now?: () => number;
@@ -135,12 +129,6 @@ export async function runPurge(deps: PurgeDeps, options: PurgeOptions): Promise<
   return finish(summary, started, now);
 }
 
-/** The outbox snapshot, under the purge's statement timeout: it must not hang the Lambda either. */
-export function readOutboxSnapshot(pool: SessionPool, options: PurgeOptions): Promise<OutboxSnapshot> {
-  const names: OutboxNames = outboxNames(options);
-  return inShortTransaction(pool, options, (client) => outboxSnapshot(client, names));
-}
-
 function stopReason(deps: PurgeDeps, options: PurgeOptions, now: () => number) {
   if (deps.signal?.aborted) return "signal" as const;
   if (deps.deadline - now() < options.statementTimeoutMs) return "deadline" as const;
@@ -162,13 +150,8 @@ function inShortTransaction<T>(
   options: PurgeOptions,
   work: (client: SessionClient) => Promise<T>,
 ): Promise<T> {
-  return withTransaction(pool, async (client) => {
-    const timeout = String(options.statementTimeoutMs);
-    await client.query(
-      `select set_config('statement_timeout', $1, true),
-              set_config('idle_in_transaction_session_timeout', $1, true)`,
-      [timeout],
-    );
-    return work(client);
+  return withTransaction(pool, work, {
+    statementTimeoutMs: options.statementTimeoutMs,
+    idleInTransactionMs: options.statementTimeoutMs,
   });
 }

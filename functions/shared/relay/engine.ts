@@ -6,6 +6,7 @@ import { type OutboxLocation, type OutboxNames, outboxNames } from "../outbox/na
 import type { ClaimedRow } from "../outbox/row.ts";
 import { backoffDelayMs } from "../util/backoff.ts";
 import { checkIntegerOption } from "../util/env.ts";
+import type { Logger } from "../util/logger.ts";
 import { sleep } from "../util/sleep.ts";
 import { type LoadedRow, type PublishResult, publishRows } from "./publisher.ts";
 import { type ClaimCursor, claimBatch, newClaimCursor } from "./sql/claimBatch.ts";
@@ -76,13 +77,6 @@ export const DEFAULT_RELAY_OPTIONS = {
   parallelRounds: 4,
 } as const satisfies RelayOptions;
 
-/** The subset of Powertools Logger (or console-like loggers) the engine uses: a message and structured fields. */
-export interface RelayLogger {
-  info(message: string, fields: Record<string, unknown>): void;
-  warn(message: string, fields: Record<string, unknown>): void;
-  error(message: string, fields: Record<string, unknown>): void;
-}
-
 export interface RoundReport {
   claimed: number;
   published: number;
@@ -94,6 +88,8 @@ export interface RoundReport {
   publishedEvents: { eventType: string; lagMs: number }[];
   /** Per failed event, for metrics by event type. */
   failedEvents: { eventType: string; deadLettered: boolean }[];
+  /** The error of this round's last failed event, if one failed: what a failed invocation names as its cause. */
+  lastPublishError?: string;
 }
 
 export interface RelayDeps {
@@ -102,7 +98,7 @@ export interface RelayDeps {
   destination: Destination;
   /** Epoch milliseconds by which runRelay must have returned (Lambda deadline minus a safety margin). */
   deadline: number;
-  logger?: RelayLogger;
+  logger?: Logger;
   /** Stop claiming (SIGTERM, Ctrl-C); the round in progress finishes and records what it published. */
   signal?: AbortSignal;
   /** Wakes an idle dwell loop early (LISTEN/NOTIFY); optional. */
@@ -121,7 +117,10 @@ export interface RelaySummary {
   failedRounds: number;
   durationMs: number;
   stoppedBy: "drained" | "deadline" | "signal" | "errors";
+  /** The last whole-round error (database unreachable, timed out). */
   lastError?: string;
+  /** The last error of one event's publish (SQS unreachable, throttled, denied, the entry refused). */
+  lastPublishError?: string;
 }
 
 const DRAIN_MAX_CONSECUTIVE_ERRORS = 3;
@@ -229,6 +228,7 @@ async function relayLoop(
     summary.published += report.published;
     summary.failed += report.failed;
     summary.deadLettered += report.deadLettered;
+    if (report.lastPublishError !== undefined) summary.lastPublishError = report.lastPublishError;
     try {
       deps.onRound?.(report);
     } catch (error) {
@@ -268,67 +268,67 @@ export async function relayRound(
 ): Promise<RoundReport> {
   const names = outboxNames(options);
   const started = performance.now();
-  const report = await withTransaction(deps.pool, async (client) => {
-    // Transaction-local, so a pooled (or RDS Proxy) session is left as it was. The idle timeout covers the
-    // publish, when the session sits idle in the transaction holding row locks: if this process freezes or
-    // dies, Postgres ends the session and releases the rows within that bound.
-    await client.query(
-      `select set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true),
-              set_config('idle_in_transaction_session_timeout', $3, true)`,
-      [
-        String(options.statementTimeoutMs),
-        String(options.statementTimeoutMs),
-        String(options.publishTimeoutMs + options.statementTimeoutMs),
-      ],
-    );
-    const rows = await claimBatch(client, names, {
-      limit: options.batchSize,
-      strictOrder: options.strictOrder,
-      cursor,
-    });
-    if (rows.length === 0) return emptyReport(0);
+  // The idle bound covers the publish, when the session sits idle in the transaction holding row locks: if this
+  // process freezes or dies, Postgres ends the session and releases the rows within that bound.
+  const bounds = {
+    statementTimeoutMs: options.statementTimeoutMs,
+    lockTimeoutMs: options.statementTimeoutMs,
+    idleInTransactionMs: options.publishTimeoutMs + options.statementTimeoutMs,
+  };
+  const report = await withTransaction(
+    deps.pool,
+    async (client) => {
+      const rows = await claimBatch(client, names, {
+        limit: options.batchSize,
+        strictOrder: options.strictOrder,
+        cursor,
+      });
+      if (rows.length === 0) return emptyReport(0);
 
-    const { sendable, results } = await loadRows(
-      client,
-      names,
-      rows.filter((row) => !row.delayed_beyond),
-      options,
-      deps.destination.maxMessageBytes,
-    );
-    results.push(...rows.filter((row) => row.delayed_beyond).map(delayedTooLong));
-    results.push(
-      ...(await publishRows(deps.destination, sendable, {
-        concurrency: options.concurrency,
-        signal: AbortSignal.timeout(options.publishTimeoutMs),
-      })),
-    );
-    const outcomes = results.flatMap((result) => toOutcome(result, options));
-    await recordOutcomes(client, names, outcomes);
-    const publishedAt = Date.now();
-    const deadLettered = new Set(
-      outcomes.filter((outcome) => outcome.deadLetter).map((outcome) => outcome.id),
-    );
-    const report = emptyReport(0);
-    report.claimed = rows.length;
-    for (const result of results) {
-      if (result.status === "published") {
-        report.published++;
-        report.publishedEvents.push({
-          eventType: result.row.event_type,
-          lagMs: publishedAt - Number(result.row.created_at),
-        });
-      } else if (result.status === "held") {
-        report.held++;
-      } else {
-        const dead = deadLettered.has(result.row.id);
-        report.failed++;
-        if (dead) report.deadLettered++;
-        report.failedEvents.push({ eventType: result.row.event_type, deadLettered: dead });
-        logFailure(deps.logger, result, dead);
+      const { sendable, results } = await loadRows(
+        client,
+        names,
+        rows.filter((row) => !row.delayed_beyond),
+        options,
+        deps.destination.maxMessageBytes,
+      );
+      results.push(...rows.filter((row) => row.delayed_beyond).map(delayedTooLong));
+      results.push(
+        ...(await publishRows(deps.destination, sendable, {
+          concurrency: options.concurrency,
+          signal: AbortSignal.timeout(options.publishTimeoutMs),
+        })),
+      );
+      const outcomes = results.flatMap((result) => toOutcome(result, options));
+      await recordOutcomes(client, names, outcomes);
+      const publishedAt = Date.now();
+      const deadLettered = new Set(
+        outcomes.filter((outcome) => outcome.deadLetter).map((outcome) => outcome.id),
+      );
+      const report = emptyReport(0);
+      report.claimed = rows.length;
+      for (const result of results) {
+        if (result.status === "published") {
+          report.published++;
+          report.publishedEvents.push({
+            eventType: result.row.event_type,
+            lagMs: publishedAt - Number(result.row.created_at),
+          });
+        } else if (result.status === "held") {
+          report.held++;
+        } else {
+          const dead = deadLettered.has(result.row.id);
+          report.failed++;
+          if (dead) report.deadLettered++;
+          report.failedEvents.push({ eventType: result.row.event_type, deadLettered: dead });
+          report.lastPublishError = result.error;
+          logFailure(deps.logger, result, dead);
+        }
       }
-    }
-    return report;
-  });
+      return report;
+    },
+    bounds,
+  );
   report.durationMs = performance.now() - started; // claim to commit: what the rows' locks cost
   return report;
 }
@@ -414,7 +414,7 @@ function delayedTooLong(row: ClaimedRow): PublishResult {
   return { row, status: "rejected", error, permanent: true };
 }
 
-function logFailure(logger: RelayLogger | undefined, result: PublishResult, deadLettered: boolean) {
+function logFailure(logger: Logger | undefined, result: PublishResult, deadLettered: boolean) {
   if (result.status === "published" || result.status === "held") return;
   const fields = {
     eventId: result.row.id,

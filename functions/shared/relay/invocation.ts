@@ -1,6 +1,91 @@
+import type { SessionPool } from "../db/session.ts";
+import { withTransaction } from "../db/session.ts";
+import type { Destination } from "../destinations/destination.ts";
 import { ConfigError, OutboxError } from "../outbox/errors.ts";
-import { type RelayLogger, type RelaySummary, roundReserveMs } from "./engine.ts";
+import { outboxNames } from "../outbox/names.ts";
+import type { Logger } from "../util/logger.ts";
+import { type RelaySummary, type RoundReport, roundReserveMs, runRelay } from "./engine.ts";
+import { checkOrderKeyBeforeRelaying } from "./orderKey.ts";
 import type { RelayConfig } from "./settings.ts";
+import { hasPendingEvents } from "./sql/pendingEvents.ts";
+import { listenForOutboxInserts } from "./wakeUp.ts";
+
+/**
+ * One relay invocation, the same for the Lambda (once per scheduled invocation) and for `outbox relay` (once per
+ * simulated invocation): check the order key, open LISTEN if configured, relay until the deadline (dwell) or until
+ * nothing is claimable (drain), then judge whether the invocation made progress. The caller builds the pool
+ * (`relaySessions`) and the destination once and keeps them across invocations.
+ */
+export interface InvocationDeps {
+  pool: SessionPool;
+  destination: Destination;
+  /** Epoch milliseconds by which the invocation returns (`invocationDeadline` for a Lambda). */
+  deadline: number;
+  logger: Logger;
+  signal?: AbortSignal;
+  onRound?(report: RoundReport): void;
+}
+
+export interface InvocationSummary extends RelaySummary {
+  /**
+   * Whether events were waiting when the invocation published nothing and some rounds failed (asked only then,
+   * see noProgressError); undefined when not asked or not answerable.
+   */
+  pending?: boolean;
+  /** Set when the invocation made no progress although there was work: the caller fails (Lambda) or reports. */
+  noProgress?: NoProgressError;
+}
+
+export async function relayInvocation(deps: InvocationDeps, config: RelayConfig): Promise<InvocationSummary> {
+  const names = outboxNames(config.relay);
+  const { statementTimeoutMs } = config.relay;
+  // Every invocation: a restore or switchover can lower the sequence between two of them.
+  await checkOrderKeyBeforeRelaying(deps.pool, names, statementTimeoutMs);
+  // LISTEN per invocation: a session kept across frozen Lambda invocations would likely be dead on the next one.
+  const wakeUp = config.listen ? await listenForOutboxInserts(deps.pool, config.relay) : undefined;
+  const summary: InvocationSummary = await runRelay(
+    {
+      pool: deps.pool,
+      destination: deps.destination,
+      deadline: deps.deadline,
+      logger: deps.logger,
+      ...(deps.signal === undefined ? {} : { signal: deps.signal }),
+      ...(deps.onRound === undefined ? {} : { onRound: deps.onRound }),
+      ...(wakeUp === undefined ? {} : { wakeUp }),
+    },
+    config.relay,
+  ).finally(() => wakeUp?.close());
+  // Idle rounds are no proof that nothing was waiting (a stuck round may hold the claim's locks): ask.
+  if (summary.published === 0 && summary.failedRounds > 0 && summary.rounds > 0) {
+    const pending = await withTransaction(deps.pool, (client) => hasPendingEvents(client, names), {
+      statementTimeoutMs,
+    }).catch(() => undefined);
+    if (pending !== undefined) summary.pending = pending;
+  }
+  const stuck = noProgressError(summary, summary.pending);
+  if (stuck !== undefined) summary.noProgress = stuck;
+  return summary;
+}
+
+/** Database sessions one relay needs at once: one per parallel round, plus the LISTEN session. */
+export function relaySessions(config: RelayConfig): number {
+  return config.relay.parallelRounds + (config.listen ? 1 : 0);
+}
+
+/**
+ * Whether the destination can take the relay's messages (a queue that exists, is FIFO, takes messages as large
+ * as the relay sends): one that cannot throws, naming what is wrong, instead of turning the backlog into dead
+ * letters. When the check cannot be made (no permission to ask) relaying goes on, with a warning. A bus has no
+ * such check: PutEvents failures are retried, never dead-lettered.
+ */
+export async function checkDestination(
+  destination: Destination,
+  logger: Logger,
+  timeoutMs: number,
+): Promise<void> {
+  const check = (await destination.check?.(timeoutMs)) ?? { verified: true };
+  if (!check.verified) logger.warn("destination not verified; relaying anyway", { reason: check.reason });
+}
 
 /** The invocation did nothing useful while events were waiting: fail it, so Lambda's Errors metric alarms. */
 export class NoProgressError extends OutboxError {
@@ -47,33 +132,6 @@ export function checkMaxDuration(config: RelayConfig): void {
 }
 
 /**
- * Remembers the last publish failure the engine logged, so a failed invocation can name its cause (the
- * engine's summary keeps only whole-round errors).
- */
-export class FailureRecorder implements RelayLogger {
-  lastPublishError: string | undefined;
-  readonly #logger: RelayLogger;
-  constructor(logger: RelayLogger) {
-    this.#logger = logger;
-  }
-  info(message: string, fields: Record<string, unknown>): void {
-    this.#logger.info(message, fields);
-  }
-  warn(message: string, fields: Record<string, unknown>): void {
-    this.#remember(fields);
-    this.#logger.warn(message, fields);
-  }
-  error(message: string, fields: Record<string, unknown>): void {
-    this.#remember(fields);
-    this.#logger.error(message, fields);
-  }
-  #remember(fields: Record<string, unknown>) {
-    if (typeof fields.error === "string" && typeof fields.eventId === "string")
-      this.lastPublishError = fields.error;
-  }
-}
-
-/**
  * An invocation made no progress when it published nothing although it found work: every round failed as a
  * whole (database unreachable, timed out), some rounds failed while events were pending and the others claimed
  * nothing, or every event it claimed failed without being settled as a dead letter (SQS unreachable, throttled,
@@ -85,11 +143,7 @@ export class FailureRecorder implements RelayLogger {
  * failedRounds: 3`). Idle rounds are no proof that nothing was waiting, so `pending` (sql/pendingEvents.ts,
  * asked only in this case) decides; when it is unknown (undefined) a failed round counts.
  */
-export function noProgressError(
-  summary: RelaySummary,
-  lastPublishError: string | undefined,
-  pending?: boolean,
-) {
+export function noProgressError(summary: RelaySummary, pending?: boolean) {
   if (summary.published > 0) return undefined;
   if (summary.rounds === 0 && summary.failedRounds > 0) {
     return new NoProgressError(
@@ -106,8 +160,21 @@ export function noProgressError(
   if (stuck > 0) {
     return new NoProgressError(
       `relay made no progress: ${stuck} publish attempt(s) failed and no event was published; ` +
-        `last error: ${lastPublishError ?? summary.lastError ?? "unknown"}`,
+        `last error: ${summary.lastPublishError ?? summary.lastError ?? "unknown"}`,
     );
   }
   return undefined;
+}
+
+/** How the destination's client is sized and bounded: a socket per request in flight, the publish timeout. */
+export function destinationClientOptions(config: RelayConfig): { sockets: number; requestTimeoutMs: number } {
+  return {
+    sockets: config.relay.concurrency * config.relay.parallelRounds,
+    requestTimeoutMs: config.relay.publishTimeoutMs,
+  };
+}
+
+/** The destination check's own bound: within the invocation's budget, so an unreachable endpoint fails first. */
+export function checkTimeoutMs(deadline: number, now = Date.now()): number {
+  return Math.max(1_000, Math.min(15_000, deadline - now));
 }

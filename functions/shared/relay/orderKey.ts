@@ -59,8 +59,5 @@ export async function checkOrderKeyBeforeRelaying(
   names: OutboxNames,
   statementTimeoutMs: number,
 ): Promise<void> {
-  await withTransaction(pool, async (client) => {
-    await client.query("select set_config('statement_timeout', $1, true)", [String(statementTimeoutMs)]);
-    await checkOrderKey(client, names);
-  });
+  await withTransaction(pool, (client) => checkOrderKey(client, names), { statementTimeoutMs });
 }

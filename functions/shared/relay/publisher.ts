@@ -1,5 +1,6 @@
 import type { Destination, LoadedRow, Prepared, PublishResult } from "../destinations/destination.ts";
 import type { ClaimedRow } from "../outbox/row.ts";
+import { mapConcurrent } from "../util/concurrency.ts";
 
 export type { LoadedRow, PublishResult };
 
@@ -84,21 +85,4 @@ function packRequests<Message>(destination: Destination<Message>, messages: read
   }
   if (current.length > 0) requests.push(current);
   return requests;
-}
-
-async function mapConcurrent<T, R>(
-  items: readonly T[],
-  limit: number,
-  work: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const results: R[] = new Array(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const index = next++;
-      results[index] = await work(items[index] as T);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return results;
 }

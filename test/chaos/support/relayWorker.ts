@@ -9,9 +9,10 @@
  */
 import { createDatabasePool } from "../../../functions/shared/db/connection.ts";
 import { createDestination } from "../../../functions/shared/destinations/create.ts";
-import { type RelayLogger, runRelay } from "../../../functions/shared/relay/engine.ts";
+import { runRelay } from "../../../functions/shared/relay/engine.ts";
 import { relayConfigFromEnv } from "../../../functions/shared/relay/settings.ts";
 import { integer } from "../../../functions/shared/util/env.ts";
+import type { Logger } from "../../../functions/shared/util/logger.ts";
 import type { WorkerMessage } from "./relayProcess.ts";
 
 const send = (message: WorkerMessage) => process.send?.(message);
@@ -36,7 +37,7 @@ process.on("message", (message) => {
 });
 process.on("disconnect", () => stop.abort()); // the parent went away: finish the round and leave
 
-const logger: RelayLogger = {
+const logger: Logger = {
   info: () => {},
   warn: () => {},
   error: (message, fields) => {

@@ -1,4 +1,5 @@
 import type { Queryable } from "../../db/session.ts";
+import { isRowDataError } from "../../db/sqlstate.ts";
 import type { OutboxNames } from "../../outbox/names.ts";
 
 export interface PayloadLimits {
@@ -39,9 +40,6 @@ const STORED_BYTES_PER_TEXT_BYTE = 8;
  * trigger bounded (at most 1.5 MiB of text, or it refused them) are printed as before. Same cap as the trigger's.
  */
 export const PRINT_CAP_BYTES = 67_108_864;
-
-/** SQLSTATE classes the data of one row can raise while being sized or loaded: data exception, program limit. */
-const ROW_DATA_ERROR = /^(22|54)/;
 
 interface Row {
   id: string;
@@ -110,20 +108,6 @@ export async function loadPayloads(
       !direct.results.some((row) => row.status === "loaded"),
     )),
   ];
-}
-
-/**
- * Every row through the walk, as before the direct statement existed: the reference the tests compare the
- * direct statement's decisions with, and the bench's A/B baseline.
- */
-export async function loadPayloadsByWalk(
-  db: Queryable,
-  names: OutboxNames,
-  ids: readonly string[],
-  limits: PayloadLimits,
-): Promise<LoadedPayload[]> {
-  if (ids.length === 0) return [];
-  return walkUnderSavepoints(db, names, ids, limits, limits.budgetBytes, true);
 }
 
 /**
@@ -226,7 +210,7 @@ async function loadDirectly(
  * The walk (see loadPayloads' comment) under a savepoint, falling back to one row at a time on a row-data
  * error; `budgetBytes` and `loadFirst` carry on from the rows the direct statement settled.
  */
-async function walkUnderSavepoints(
+export async function walkUnderSavepoints(
   db: Queryable,
   names: OutboxNames,
   ids: readonly string[],
@@ -405,9 +389,4 @@ function toLoaded(row: Row, limits: PayloadLimits): LoadedPayload {
 
 function overPrintCap(bound: string | null | undefined): boolean {
   return bound !== null && bound !== undefined && BigInt(bound) > BigInt(PRINT_CAP_BYTES);
-}
-
-function isRowDataError(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
-  return typeof code === "string" && ROW_DATA_ERROR.test(code);
 }
