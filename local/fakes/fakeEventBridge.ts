@@ -1,5 +1,5 @@
 /**
- * The EventBridge half of the in-process endpoint (local/fakeSqs.ts routes every `AWSEvents.*` request here, so
+ * The EventBridge half of the in-process endpoint (local/fakes/fakeSqs.ts routes every `AWSEvents.*` request here, so
  * one URL serves both services, as moto and LocalStack do, and the server's request faults — latency,
  * throttling, failed requests, down — apply to PutEvents too). It speaks the AWS JSON 1.1 shapes the
  * `EventBridgeClient` sends: buses, rules with an event pattern, SQS targets, and PutEvents with per-entry
