@@ -2,7 +2,11 @@ import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { POSTGRES_VERSION_VARIABLE, POSTGRES_VERSIONS, type PostgresVersion } from "../local/docker.ts";
+import {
+  POSTGRES_VERSION_VARIABLE,
+  POSTGRES_VERSIONS,
+  type PostgresVersion,
+} from "../local/backends/docker.ts";
 import { REPOSITORY_ROOT } from "./lambdaBundles.ts";
 
 /**

@@ -6,7 +6,7 @@ import {
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { createDatabasePool, databaseSourceFromEnv } from "../functions/shared/db/connection.ts";
 import { withTransaction } from "../functions/shared/db/session.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
+import { LOCAL_AWS } from "../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { startStallingTcpProxy } from "./support/tcpProxy.ts";
 

@@ -18,7 +18,7 @@ import { enqueue } from "../functions/shared/produce/enqueue.ts";
 import { runRelay } from "../functions/shared/relay/engine.ts";
 import { checkMaxDuration } from "../functions/shared/relay/invocation.ts";
 import { relayConfigFromEnv } from "../functions/shared/relay/settings.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
+import { LOCAL_AWS } from "../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { queueDestination, testRelayOptions } from "./support/relay.ts";

@@ -1,7 +1,7 @@
 import { CreateSecretCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { createDatabasePool, databaseSourceFromEnv } from "../functions/shared/db/connection.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
+import { LOCAL_AWS } from "../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 
 /**

@@ -3,7 +3,7 @@ import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from "@
 import { describe, expect, it } from "vitest";
 import { createInboxHandler } from "../functions/shared/consumer/index.ts";
 import { enqueue } from "../functions/shared/produce/enqueue.ts";
-import { pollOnce } from "../local/sqsEventSource.ts";
+import { pollOnce } from "../local/fakes/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, outboxIdOf, recorder } from "./support/consumer.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";

@@ -12,7 +12,7 @@ import {
   eventBridgeDestination,
 } from "../functions/shared/destinations/eventBridge/eventBridge.ts";
 import { enqueue } from "../functions/shared/produce/enqueue.ts";
-import { pollOnce, toSqsEvent } from "../local/sqsEventSource.ts";
+import { pollOnce, toSqsEvent } from "../local/fakes/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, inboxIds, recorder } from "./support/consumer.ts";
 import { useTestDatabase } from "./support/db.ts";
 import {

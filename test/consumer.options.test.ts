@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createInboxHandler, type SessionClient } from "../functions/shared/consumer/index.ts";
 import { enqueue } from "../functions/shared/produce/enqueue.ts";
-import { pollOnce } from "../local/sqsEventSource.ts";
+import { pollOnce } from "../local/fakes/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, recorder, sendAgain } from "./support/consumer.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";

@@ -7,8 +7,8 @@ import {
   InboxUnavailableError,
 } from "../functions/shared/consumer/index.ts";
 import { enqueue } from "../functions/shared/produce/enqueue.ts";
-import { freePort } from "../local/freePort.ts";
-import { pollOnce } from "../local/sqsEventSource.ts";
+import { freePort } from "../local/backends/freePort.ts";
+import { pollOnce } from "../local/fakes/sqsEventSource.ts";
 import {
   CONSUMER_SCHEMA,
   createConsumerTables,

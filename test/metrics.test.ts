@@ -12,8 +12,8 @@ import {
 import { outboxSnapshot, outboxSnapshotStatements } from "../functions/shared/observe/sql/outboxSnapshot.ts";
 import { outboxNames } from "../functions/shared/outbox/names.ts";
 import type { RoundReport } from "../functions/shared/relay/engine.ts";
-import { LOCAL_AWS } from "../local/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../local/fakeSqs.ts";
+import { LOCAL_AWS } from "../local/backends/awsEndpoint.ts";
+import { type FakeSqs, startFakeSqs } from "../local/fakes/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { relayLambdaEnv } from "./support/lambda.ts";
 

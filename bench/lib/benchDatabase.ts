@@ -1,6 +1,6 @@
 import pg from "pg";
 import { migrate } from "../../functions/shared/db/migrate.ts";
-import { type LocalPostgres, startPostgres } from "../../local/postgres.ts";
+import { type LocalPostgres, startPostgres } from "../../local/backends/postgres.ts";
 
 export interface BenchDatabase {
   server: LocalPostgres;

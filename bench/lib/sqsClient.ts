@@ -2,7 +2,7 @@ import { CreateQueueCommand, DeleteQueueCommand, SQSClient } from "@aws-sdk/clie
 import { type CreatedDestination, createDestination } from "../../functions/shared/destinations/create.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "../../functions/shared/destinations/sqs/limits.ts";
 import type { RelayOptions } from "../../functions/shared/relay/engine.ts";
-import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
+import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 
 /**
  * The relay's SQS FIFO destination built by the handler's own code (destinations/create.ts: 3 attempts, 3 s

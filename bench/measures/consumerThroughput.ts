@@ -9,7 +9,7 @@ import {
   type SqsEvent,
 } from "../../functions/shared/consumer/index.ts";
 import { messageAttributes } from "../../functions/shared/outbox/message.ts";
-import { pollOnce } from "../../local/sqsEventSource.ts";
+import { pollOnce } from "../../local/fakes/sqsEventSource.ts";
 import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import { type Repeated, repeated } from "../lib/stats.ts";
 import { markdownTable } from "../lib/table.ts";
@@ -17,7 +17,7 @@ import { markdownTable } from "../lib/table.ts";
 /**
  * (9) Consumer throughput: records per second through an inbox handler against a plain handler that does the
  * same write, in the same run, on the same queue shape. Both read relay-shaped messages (functions/shared/
- * sqsMessage.ts) from the in-process SQS endpoint through local/sqsEventSource.ts, the way Lambda's event
+ * sqsMessage.ts) from the in-process SQS endpoint through local/fakes/sqsEventSource.ts, the way Lambda's event
  * source calls a function: `pollers` invocations at a time, 10 records each, failed records left for SQS.
  *
  * - plain: per record, JSON.parse of the body and one autocommitted INSERT of the effect, one record after

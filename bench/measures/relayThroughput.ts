@@ -4,7 +4,7 @@ import type pg from "pg";
 import { createDestination } from "../../functions/shared/destinations/create.ts";
 import type { Destination } from "../../functions/shared/destinations/destination.ts";
 import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay/engine.ts";
-import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
+import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import type { CpuMeter, CpuReading } from "../lib/cpuMeter.ts";
 import { type LoadVariant, type PhaseTotals, profiledPool } from "../lib/roundProfile.ts";

@@ -2,7 +2,7 @@ import { Readable } from "node:stream";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import type { LoadedRow } from "../../functions/shared/destinations/destination.ts";
 import { sqsFifoDestination } from "../../functions/shared/destinations/sqs/sqsFifo.ts";
-import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
+import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 
 /**
  * The relay's SQS path without a network, a database or another thread: its own destination

@@ -27,7 +27,7 @@ import {
   SQSClient,
   type SQSClientConfig,
 } from "@aws-sdk/client-sqs";
-import { LOCAL_AWS } from "../awsEndpoint.ts";
+import { LOCAL_AWS } from "../backends/awsEndpoint.ts";
 import type { BackendsReport } from "./backendsProcess.ts";
 
 type Env = Record<string, string | undefined>;

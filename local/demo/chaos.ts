@@ -14,7 +14,7 @@
  *     messages again and the inbox recognises them.
  * All done well before the run ends, so the summary also shows the recovery.
  */
-import type { FaultProxy } from "../faultProxy.ts";
+import type { FaultProxy } from "../fakes/faultProxy.ts";
 import type { InboxConsumer } from "./consumer.ts";
 import type { RelayProcess } from "./relayProcess.ts";
 

@@ -1,6 +1,6 @@
 /**
  * The consumer of `npm start`, built on the package's consumer library ("aws-outbox-relay/consumer"): the same
- * createInboxHandler a Lambda would export, driven here by local/sqsEventSource.ts the way Lambda's SQS event
+ * createInboxHandler a Lambda would export, driven here by local/fakes/sqsEventSource.ts the way Lambda's SQS event
  * source drives it (long-poll receive, SQS event, delete what did not fail). Each event is applied to a read
  * model of its order in the transaction that records its outbox id in the inbox, so a redelivered message
  * (a relay that died after publishing, this consumer dying before deleting) finds its id and changes nothing.
@@ -23,7 +23,7 @@ import {
   type RecordOutcome,
 } from "../../functions/shared/consumer/index.ts";
 import { ValidationError } from "../../functions/shared/outbox/errors.ts";
-import { pollOnce } from "../sqsEventSource.ts";
+import { pollOnce } from "../fakes/sqsEventSource.ts";
 
 /** The consumer's tables live apart from the outbox, as they would in the consuming service's own database. */
 export const DEMO_CONSUMER_SCHEMA = "demo_consumer";

@@ -11,7 +11,7 @@ import pg from "pg";
 import { migrate } from "../../functions/shared/db/migrate.ts";
 import { errorMessage } from "../../functions/shared/outbox/errors.ts";
 import { type OutboxNames, outboxNames } from "../../functions/shared/outbox/names.ts";
-import { type FaultProxy, startFaultProxy } from "../faultProxy.ts";
+import { type FaultProxy, startFaultProxy } from "../fakes/faultProxy.ts";
 import { type DemoBackends, type DemoDestination, startBackends } from "./backends.ts";
 import { Chaos, type ChaosReport } from "./chaos.ts";
 import { createInboxSchema, InboxConsumer } from "./consumer.ts";

@@ -1,4 +1,4 @@
-import type { FaultProxyStats } from "../faultProxy.ts";
+import type { FaultProxyStats } from "../fakes/faultProxy.ts";
 import type { ChaosReport } from "./chaos.ts";
 import type { ConsumerStats } from "./consumer.ts";
 import { ms } from "./dashboard.ts";

@@ -8,9 +8,9 @@ import {
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { inject } from "vitest";
 import type { LoadedRow } from "../../functions/shared/destinations/destination.ts";
-import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
-import type { PublishedEvent } from "../../local/fakeEventBridge.ts";
-import { type Delivery, type FakeSqs, startFakeSqs } from "../../local/fakeSqs.ts";
+import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
+import type { PublishedEvent } from "../../local/fakes/fakeEventBridge.ts";
+import { type Delivery, type FakeSqs, startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 
 export function eventBridgeClient(endpoint = inject("awsEndpoint"), maxAttempts = 3): EventBridgeClient {
   return new EventBridgeClient({ ...LOCAL_AWS, endpoint, maxAttempts });

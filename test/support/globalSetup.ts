@@ -1,7 +1,7 @@
 import type { TestProject } from "vitest/node";
-import { startAwsEndpoint } from "../../local/awsEndpoint.ts";
-import { startPgbouncer } from "../../local/pgbouncer.ts";
-import { serverVersion, startPostgres } from "../../local/postgres.ts";
+import { startAwsEndpoint } from "../../local/backends/awsEndpoint.ts";
+import { startPgbouncer } from "../../local/backends/pgbouncer.ts";
+import { serverVersion, startPostgres } from "../../local/backends/postgres.ts";
 import { createMigratedTemplate } from "./templateDatabase.ts";
 
 declare module "vitest" {
@@ -33,11 +33,11 @@ export function testPooler(env: NodeJS.ProcessEnv = process.env): "none" | "pgbo
 }
 
 /**
- * Starts one Postgres and one SQS endpoint for the whole run (see local/postgres.ts and local/awsEndpoint.ts
+ * Starts one Postgres and one SQS endpoint for the whole run (see local/backends/postgres.ts and local/backends/awsEndpoint.ts
  * for how they are found: TEST_DATABASE_URL / TEST_AWS_ENDPOINT_URL, else OUTBOX_LOCAL_BACKEND and whether a
  * Docker engine answers; OUTBOX_POSTGRES_VERSION picks the major) and migrates a template database once; each
  * test file clones it (test/support/db.ts). With OUTBOX_TEST_POOLER=pgbouncer, each file's database is reached
- * through pgbouncer in transaction mode (local/pgbouncer.ts): the same tests, behind a pooler.
+ * through pgbouncer in transaction mode (local/backends/pgbouncer.ts): the same tests, behind a pooler.
  */
 export default async function setup(project: TestProject) {
   const pooler = testPooler();

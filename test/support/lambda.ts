@@ -1,5 +1,5 @@
 import type { Context } from "aws-lambda";
-import { LOCAL_AWS } from "../../local/awsEndpoint.ts";
+import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 
 /** A Lambda context whose remaining time runs out `remainingMs` from now, as the runtime's does. */
 export function lambdaContext(remainingMs: number): Context {

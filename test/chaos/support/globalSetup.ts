@@ -1,5 +1,5 @@
 import type { TestProject } from "vitest/node";
-import { serverVersion, startPostgres } from "../../../local/postgres.ts";
+import { serverVersion, startPostgres } from "../../../local/backends/postgres.ts";
 import { createMigratedTemplate } from "../../support/templateDatabase.ts";
 
 const TEMPLATE = "outbox_chaos_template";
@@ -7,7 +7,7 @@ const TEMPLATE = "outbox_chaos_template";
 /**
  * The chaos suite's own setup (vitest.chaos.config.ts): one Postgres and a migrated template database, as the
  * main harness provides them (same injected names, so test/support/db.ts works), but no AWS emulator: every
- * chaos scenario talks to the in-process SQS endpoint (local/fakeSqs.ts).
+ * chaos scenario talks to the in-process SQS endpoint (local/fakes/fakeSqs.ts).
  */
 export default async function setup(project: TestProject) {
   const postgres = await startPostgres(process.env.TEST_DATABASE_URL);

@@ -1,8 +1,8 @@
 import { CreateEventBusCommand, EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
-import { LOCAL_AWS } from "../../../local/awsEndpoint.ts";
-import type { Delivery, FakeSqs } from "../../../local/fakeSqs.ts";
+import { LOCAL_AWS } from "../../../local/backends/awsEndpoint.ts";
+import type { Delivery, FakeSqs } from "../../../local/fakes/fakeSqs.ts";
 import { eventsAsDeliveries } from "../../support/eventBridge.ts";
 import { checkLedger, type LedgerReport } from "../../support/ledger.ts";
 import { type ProducerLoad, Producers } from "./producers.ts";

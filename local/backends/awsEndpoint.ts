@@ -18,7 +18,7 @@ export const LOCAL_AWS = {
 
 /**
  * Finds an SQS/EventBridge endpoint: `envUrl` if given; else LocalStack through testcontainers when Docker
- * answers; else a moto server started here on a free port (python3 with moto[server]). local/docker.ts has the
+ * answers; else a moto server started here on a free port (python3 with moto[server]). local/backends/docker.ts has the
  * choice, `OUTBOX_LOCAL_BACKEND` and the pinned image; a LocalStack that fails to start is an error, not moto.
  */
 export async function startAwsEndpoint(envUrl?: string): Promise<LocalAwsEndpoint> {

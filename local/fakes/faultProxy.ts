@@ -1,6 +1,6 @@
 /**
  * A small HTTP proxy in front of a real SQS endpoint (moto, LocalStack, or AWS itself) that makes the endpoint
- * misbehave on demand, for `npm start --chaos`. Unlike local/fakeSqs.ts it does not emulate SQS: every request
+ * misbehave on demand, for `npm start --chaos`. Unlike local/fakes/fakeSqs.ts it does not emulate SQS: every request
  * that is let through is answered by the real endpoint, so what the relay sees after a fault is real.
  *
  * Faults:

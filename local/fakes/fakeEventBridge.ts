@@ -1,5 +1,5 @@
 /**
- * The EventBridge half of the in-process endpoint (local/fakeSqs.ts routes every `AWSEvents.*` request here, so
+ * The EventBridge half of the in-process endpoint (sqsServer.ts routes every `AWSEvents.*` request here, so
  * one URL serves both services, as moto and LocalStack do, and the server's request faults — latency,
  * throttling, failed requests, down — apply to PutEvents too). It speaks the AWS JSON 1.1 shapes the
  * `EventBridgeClient` sends: buses, rules with an event pattern, SQS targets, and PutEvents with per-entry
@@ -12,9 +12,8 @@
  * objects and the `prefix` operator only. Not modelled: archives, replays, input transformers, other targets.
  */
 import { randomUUID } from "node:crypto";
+import { ACCOUNT, REGION } from "./account.ts";
 
-const ACCOUNT = "000000000000";
-const REGION = "us-east-1";
 const MAX_ENTRIES = 10;
 const MAX_REQUEST_BYTES = 1_048_575;
 

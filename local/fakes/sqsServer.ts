@@ -1,0 +1,209 @@
+/**
+ * The HTTP endpoint: one server on 127.0.0.1 that takes every request, routes `AmazonSQS.*` to the SQS
+ * service and `AWSEvents.*` to the EventBridge fake (one URL for both, as moto and LocalStack do), and applies
+ * the request-level faults around the handling: latency, an outage, throttling, a failed request, a dropped
+ * response. It counts requests and their failures, and is the FakeSqs handle tests and the bench hold.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import { EventsError, FakeEventBridge } from "./fakeEventBridge.ts";
+import {
+  defaultFaults,
+  dropsResponse,
+  type Faults,
+  latencyOf,
+  type Outage,
+  type RequestInfo,
+  requestFault,
+} from "./faults.ts";
+import type { QueueDepth } from "./sqsQueue.ts";
+import { type Delivery, emptyStats, type FakeSqsStats, SqsService } from "./sqsService.ts";
+import {
+  parseInput,
+  parseTarget,
+  queueNameOf,
+  readBody,
+  SqsError,
+  writeError,
+  writeOutput,
+} from "./sqsWire.ts";
+
+const THROTTLE_CODES = new Set(["ThrottlingException", "RequestThrottled"]);
+
+export interface FakeSqs {
+  readonly url: string;
+  /** Live fault settings; assign fields at any time or use setFaults/resetFaults. */
+  readonly faults: Faults;
+  readonly stats: FakeSqsStats;
+  /** The EventBridge side of this endpoint (`AWSEvents.*` requests): buses, rules to queues, entry faults. */
+  readonly events: FakeEventBridge;
+  /** FIFO deduplication window; may be changed at runtime. */
+  dedupWindowMs: number;
+  setFaults(partial: Partial<Faults>): void;
+  resetFaults(): void;
+  /** Accepted sends in arrival order, optionally of one queue (a copy). */
+  deliveries(queueName?: string): Delivery[];
+  clearDeliveries(): void;
+  resetStats(): void;
+  queueUrl(queueName: string): string;
+  queueDepth(queueName: string): QueueDepth | undefined;
+  /** Until up(): `reset` destroys every connection on arrival (a network error to the SDK), `unavailable` answers 503. */
+  down(mode?: Outage): void;
+  up(): void;
+  close(): Promise<void>;
+}
+
+export class FakeSqsServer implements FakeSqs {
+  url = "";
+  readonly faults: Faults = defaultFaults();
+  readonly stats: FakeSqsStats = emptyStats();
+  private readonly sqs: SqsService;
+  private downMode: Outage | undefined;
+  private readonly server = createServer((req, res) => void this.handle(req, res));
+  readonly events = new FakeEventBridge((queueName, body, options) => {
+    this.sqs.sendMessage({
+      QueueUrl: this.queueUrl(queueName),
+      MessageBody: body,
+      MessageGroupId: options.groupId,
+      MessageDeduplicationId: options.groupId === undefined ? undefined : options.dedupId,
+      ...(options.traceHeader === undefined
+        ? {}
+        : {
+            MessageSystemAttributes: {
+              AWSTraceHeader: { DataType: "String", StringValue: options.traceHeader },
+            },
+          }),
+    });
+  });
+
+  constructor(dedupWindowMs: number) {
+    this.sqs = new SqsService(dedupWindowMs, this.stats, this.faults, () => this.url);
+    // The SDK keeps connections alive; Node's 5 s default would close idle sockets under the client's feet.
+    this.server.keepAliveTimeout = 65_000;
+  }
+
+  get dedupWindowMs(): number {
+    return this.sqs.dedupWindowMs;
+  }
+
+  set dedupWindowMs(ms: number) {
+    this.sqs.dedupWindowMs = ms;
+  }
+
+  listen(port: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen(port, "127.0.0.1", () => {
+        this.server.off("error", reject);
+        this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+        resolve();
+      });
+    });
+  }
+
+  setFaults(partial: Partial<Faults>): void {
+    Object.assign(this.faults, partial);
+  }
+
+  resetFaults(): void {
+    Object.assign(this.faults, defaultFaults());
+    this.events.failEntry = false;
+  }
+
+  deliveries(queueName?: string): Delivery[] {
+    return this.sqs.deliveries(queueName);
+  }
+
+  clearDeliveries(): void {
+    this.sqs.clearDeliveries();
+  }
+
+  resetStats(): void {
+    Object.assign(this.stats, emptyStats());
+  }
+
+  queueUrl(queueName: string): string {
+    return this.sqs.queueUrl(queueName);
+  }
+
+  queueDepth(queueName: string): QueueDepth | undefined {
+    return this.sqs.queueDepth(queueName);
+  }
+
+  down(mode: Outage = "reset"): void {
+    this.downMode = mode;
+  }
+
+  up(): void {
+    this.downMode = undefined;
+  }
+
+  async close(): Promise<void> {
+    this.sqs.close();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeAllConnections();
+    await closed;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const n = ++this.stats.requests;
+    if (this.refused(req)) return;
+    let input: Record<string, unknown>;
+    let raw: Buffer;
+    try {
+      raw = await readBody(req);
+    } catch {
+      return; // the client went away mid-request
+    }
+    const { service, action } = parseTarget(req.headers["x-amz-target"]);
+    try {
+      input = parseInput(raw);
+    } catch (error) {
+      return this.fail(res, error as SqsError);
+    }
+    const request: RequestInfo = { action, queueName: queueNameOf(input), input, n };
+    const { faults } = this;
+    try {
+      const latency = latencyOf(faults, action, request);
+      if (latency > 0) await sleep(latency);
+      if (this.refused(req)) return; // went down while the request waited
+      const fault = requestFault(faults, this.downMode, action, request);
+      if (fault) throw fault;
+
+      const output =
+        service === "AWSEvents"
+          ? this.events.handle(action, input)
+          : await this.sqs.dispatch(action, input, res);
+      if (dropsResponse(faults, action, request)) {
+        this.stats.droppedResponses++;
+        req.socket.destroy();
+        return;
+      }
+      writeOutput(res, output);
+    } catch (error) {
+      this.fail(
+        res,
+        error instanceof SqsError
+          ? error
+          : error instanceof EventsError
+            ? new SqsError(error.code, error.message, error.status)
+            : new SqsError("InternalError", `Fake SQS bug: ${String(error)}`),
+      );
+    }
+  }
+
+  /** down("reset"): the connection is destroyed unanswered, which the SDK sees as a network error. */
+  private refused(req: IncomingMessage): boolean {
+    if (this.downMode !== "reset") return false;
+    this.stats.failedRequests++;
+    req.socket.destroy();
+    return true;
+  }
+
+  private fail(res: ServerResponse, error: SqsError): void {
+    if (THROTTLE_CODES.has(error.code)) this.stats.throttled++;
+    else this.stats.failedRequests++;
+    writeError(res, error);
+  }
+}
