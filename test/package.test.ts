@@ -6,7 +6,7 @@ const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url),
 
 describe("the package's entry point", () => {
   // `npm test` builds before running the suite; this checks what a producer's `import` really gets.
-  it("exports the write API, migration runner and relay engine, with type declarations", () => {
+  it("exports the write API and nothing of the relay, with type declarations; the jobs are subpaths", () => {
     const output = execFileSync(
       process.execPath,
       [
@@ -17,12 +17,53 @@ describe("the package's entry point", () => {
       { cwd: new URL("..", import.meta.url), encoding: "utf8" },
     );
     const names = output.trim().split(",");
-    expect(names).toEqual(
-      expect.arrayContaining(["enqueue", "migrate", "runRelay", "ValidationError", "outboxNames"]),
-    );
+    expect(names).toEqual(expect.arrayContaining(["enqueue", "ValidationError", "outboxNames"]));
+    // A producer's import loads no relay, purge or migration code (and so no AWS SDK): those are subpaths.
+    for (const name of ["migrate", "runRelay", "relayRound", "runPurge", "createDatabasePool"]) {
+      expect(names).not.toContain(name);
+    }
+    const subpaths = {
+      "/relay": ["relayInvocation", "relayConfigFromEnv", "createDestination"],
+      "/purge": ["runPurge", "readOutboxSnapshot"],
+      "/db": ["createDatabasePool", "databaseSourceFromEnv"],
+      "/migrations": ["migrate"],
+    };
+    for (const [subpath, expected] of Object.entries(subpaths)) {
+      const exported = execFileSync(
+        process.execPath,
+        [
+          "--input-type=module",
+          "-e",
+          `const m = await import(${JSON.stringify(pkg.name + subpath)}); console.log(Object.keys(m).join(","))`,
+        ],
+        { cwd: new URL("..", import.meta.url), encoding: "utf8" },
+      );
+      expect(exported.trim().split(","), subpath).toEqual(expect.arrayContaining(expected));
+    }
     const types = pkg.exports["."].types as string;
     expect(existsSync(new URL(`../${types}`, import.meta.url))).toBe(true);
     expect(readFileSync(new URL(`../${types}`, import.meta.url), "utf8")).toMatch(/enqueue/);
+  });
+});
+
+describe("the producer's import", () => {
+  it("loads no AWS SDK, CDK or relay module (only the write API and what it needs)", () => {
+    const output = execFileSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import { registerHooks } from "node:module";
+const resolved = [];
+registerHooks({ resolve(specifier, context, next) { const result = next(specifier, context); resolved.push(result.url); return result; } });
+await import(${JSON.stringify(pkg.name)});
+console.log(JSON.stringify(resolved));`,
+      ],
+      { cwd: new URL("..", import.meta.url), encoding: "utf8" },
+    );
+    const resolved = JSON.parse(output) as string[];
+    expect(resolved.some((url) => url.includes("/dist/functions/shared/produce/enqueue.js"))).toBe(true);
+    expect(resolved.filter((url) => /@aws-sdk|@smithy|aws-cdk-lib|\/relay\/|\/purge\//.test(url))).toEqual([]);
   });
 });
 

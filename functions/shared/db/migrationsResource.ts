@@ -1,0 +1,59 @@
+import type { CloudFormationCustomResourceEvent } from "aws-lambda";
+import { DEFAULT_SCHEMA, DEFAULT_TABLE, type OutboxLocation } from "../outbox/names.ts";
+import type { Logger } from "../util/logger.ts";
+import { createDatabasePool, type DatabaseSource } from "./connection.ts";
+import { migrate } from "./migrate.ts";
+
+/**
+ * Deploy-time migrations: what the `onEvent` handler of a CDK Provider-framework custom resource runs. The
+ * framework (outside the VPC) turns the return value or thrown error into the CloudFormation response, so the
+ * handler needs no route to the S3 response URL, only to the database and Secrets Manager.
+ */
+
+/** What the Provider framework expects back; `Data` becomes the custom resource's `Fn::GetAtt` attributes. */
+export interface MigrationResponse {
+  PhysicalResourceId: string;
+  Data?: { Applied: string; AlreadyApplied: string; Latest: string };
+}
+
+/**
+ * Create and Update run every pending migration with the project's runner (advisory lock, one transaction per
+ * file, checksums). Delete does nothing: removing the stack (or moving the outbox elsewhere) must never drop a
+ * table that may still hold unpublished events.
+ */
+export async function migrationsCustomResource(
+  event: CloudFormationCustomResourceEvent,
+  deps: { source: DatabaseSource; location: OutboxLocation; logger: Logger },
+): Promise<MigrationResponse> {
+  const { source, location, logger } = deps;
+  // One id per outbox location: if schema or table change, CloudFormation sees a new resource, migrates the new
+  // location, and sends Delete for the old id, which (see above) leaves the old table alone.
+  const physicalResourceId = `outbox-migrations:${location.schema ?? DEFAULT_SCHEMA}.${location.table ?? DEFAULT_TABLE}`;
+  if (event.RequestType === "Delete") {
+    logger.info("stack deletion: migrations are forward-only, nothing is dropped", {
+      physicalResourceId: event.PhysicalResourceId,
+    });
+    return { PhysicalResourceId: event.PhysicalResourceId };
+  }
+
+  // A pool per invocation, closed at the end: this runs once per deployment, so a connection kept open in a
+  // frozen container would only hold a database slot for nothing. Two connections: a `create index concurrently`
+  // file runs on one while the other holds the runners' lock (migrate.ts).
+  const pool = await createDatabasePool(source, { max: 2, applicationName: "outbox-migrate" });
+  try {
+    const result = await migrate(pool, location);
+    logger.info("migrations done", { ...result, physicalResourceId });
+    const all = [...result.alreadyApplied, ...result.applied].sort();
+    return {
+      PhysicalResourceId: physicalResourceId,
+      // Counts and the last name only: a custom resource response is limited to 4 KiB.
+      Data: {
+        Applied: String(result.applied.length),
+        AlreadyApplied: String(result.alreadyApplied.length),
+        Latest: all.at(-1) ?? "",
+      },
+    };
+  } finally {
+    await pool.end();
+  }
+}
