@@ -14,7 +14,7 @@ import { createFifoQueue, receiveAll, sqsClient } from "./support/sqs.ts";
  * Issue 21, finding 4: a role, database or RDS parameter group may set default_transaction_isolation =
  * repeatable read. A round whose snapshot predates another relay's commit then fails its claim with 40001
  * ("could not serialize access due to concurrent update") and is redone. Every relay and purge transaction goes
- * through withTransaction, which says read committed itself (functions/shared/db.ts).
+ * through withTransaction, which says read committed itself (functions/shared/db/session.ts).
  */
 const db = useTestDatabase();
 const sqs = sqsClient();

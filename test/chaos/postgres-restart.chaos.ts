@@ -21,7 +21,7 @@ beforeAll(async () => {
       `the Postgres restart scenario needs an embedded server (restart()), got ${server.source}`,
     );
   }
-  // Two sessions: the runner holds a create-index-concurrently file's lock on a second one (functions/shared/migrate.ts).
+  // Two sessions: the runner holds a create-index-concurrently file's lock on a second one (functions/shared/db/migrate.ts).
   const pool = new pg.Pool({ connectionString: server.url, max: 2 });
   await migrate(pool);
   await pool.end();
