@@ -1,9 +1,11 @@
 import type { Queryable, SessionClient, SessionPool } from "../db/session.ts";
 import { ConfigError, errorMessage, OutboxError } from "../outbox/errors.ts";
 import { checkIntegerOption } from "../util/env.ts";
-import { type InboxEvent, parseInboxEvent } from "./inboxEvent.ts";
+import type { InboxEvent } from "./inboxEvent.ts";
+import { type InboxLogger, safeLogger } from "./inboxLogger.ts";
 import { type InboxLocation, inboxNames } from "./inboxTable.ts";
 import { type InboxMetrics, type OutcomeStatus, publishOutcomeCounts } from "./outcomeMetrics.ts";
+import { parseInboxEvent } from "./parseInboxEvent.ts";
 import { isPayloadParser, type PayloadParser, parsePayload } from "./payloadParser.ts";
 import { processByGroup } from "./processByGroup.ts";
 import { backoffMs, isConflict, isOutage, transactionRunner } from "./recordTransaction.ts";
@@ -88,12 +90,6 @@ export function inboxRoute<Payload>(route: {
   handle: InboxRecordHandler<Payload>;
 }): InboxRoute<Payload> {
   return route;
-}
-
-export interface InboxLogger {
-  info(message: string, fields: Record<string, unknown>): void;
-  warn(message: string, fields: Record<string, unknown>): void;
-  error(message: string, fields: Record<string, unknown>): void;
 }
 
 /** What became of one record; `onOutcome` receives each, for metrics or tests. */
@@ -380,20 +376,6 @@ interface BatchState {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A logger whose own failures are swallowed: logging must never change what happens to a record. */
-function safeLogger(logger: InboxLogger | undefined): InboxLogger {
-  const call =
-    (level: keyof InboxLogger) =>
-    (message: string, fields: Record<string, unknown>): void => {
-      try {
-        logger?.[level](message, fields);
-      } catch {
-        // Nowhere left to report it: the logger is what failed.
-      }
-    };
-  return { info: call("info"), warn: call("warn"), error: call("error") };
-}
 
 function checkChoice<T extends string>(name: string, value: T, choices: readonly T[]): T {
   if (!choices.includes(value)) {

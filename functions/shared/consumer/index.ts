@@ -2,7 +2,7 @@
 
 export type { MigrateResult } from "../db/migrate.ts";
 export type { Queryable, SessionClient, SessionPool } from "../db/session.ts";
-export { type InboxEvent, parseInboxEvent } from "./inboxEvent.ts";
+export type { InboxEvent } from "./inboxEvent.ts";
 export {
   createInboxHandler,
   DEFAULT_CONSUMER,
@@ -13,7 +13,6 @@ export {
   type InboxHandlerContext,
   type InboxHandlerOptions,
   type InboxLambdaHandler,
-  type InboxLogger,
   type InboxRecordHandler,
   type InboxRoute,
   type InboxRoutes,
@@ -22,6 +21,7 @@ export {
   type RecordOutcome,
   UnroutedEventError,
 } from "./inboxHandler.ts";
+export type { InboxLogger } from "./inboxLogger.ts";
 export {
   DEFAULT_INBOX_RETENTION_HOURS,
   type InboxLocation,
@@ -32,6 +32,7 @@ export {
   purgeInbox,
 } from "./inboxTable.ts";
 export { type InboxMetrics, OUTCOME_METRIC, type OutcomeStatus } from "./outcomeMetrics.ts";
+export { parseInboxEvent } from "./parseInboxEvent.ts";
 export type { PayloadParser, StandardSchemaV1 } from "./payloadParser.ts";
 export type { LambdaContextLike, SqsBatchResponse, SqsEvent, SqsRecord } from "./sqsEvent.ts";
 export { TransactionControlError } from "./transactionGuard.ts";
