@@ -1,16 +1,14 @@
-import type { Queryable, SessionClient, SessionPool } from "../db/session.ts";
 import { ConfigError, errorMessage, OutboxError } from "../outbox/errors.ts";
-import { checkIntegerOption } from "../util/env.ts";
-import { type InboxEvent, parseInboxEvent } from "./inboxEvent.ts";
-import { type InboxLocation, inboxNames } from "./inboxTable.ts";
-import { type InboxMetrics, type OutcomeStatus, publishOutcomeCounts } from "./outcomeMetrics.ts";
-import { isPayloadParser, type PayloadParser, parsePayload } from "./payloadParser.ts";
-import { processByGroup } from "./processByGroup.ts";
-import { backoffMs, isConflict, isOutage, transactionRunner } from "./recordTransaction.ts";
-import { advancePosition } from "./sql/advancePosition.ts";
-import { recordInbox } from "./sql/recordInbox.ts";
-import type { LambdaContextLike, SqsBatchResponse, SqsEvent, SqsRecord } from "./sqsEvent.ts";
-import { guardClient } from "./transactionGuard.ts";
+import { DEADLINE_MARGIN_MS, fitsDeadline } from "./deadline.ts";
+import { safeLogger } from "./inboxLogger.ts";
+import { type InboxHandlerOptions, inboxSettings } from "./inboxOptions.ts";
+import { publishOutcomeCounts } from "./outcomeMetrics.ts";
+import type { PayloadParser } from "./payloadParser.ts";
+import { newBatchState, outcomeReporter } from "./recordOutcome.ts";
+import { batchProcessor } from "./recordPipeline.ts";
+import { transactionRunner } from "./recordTransaction.ts";
+import { eventRouter, type InboxRecordHandler, type InboxRoutes } from "./router.ts";
+import type { LambdaContextLike, SqsBatchResponse, SqsEvent } from "./sqsEvent.ts";
 
 /**
  * The consumer side of the outbox: a Lambda handler for an SQS event source that applies each event at
@@ -48,119 +46,13 @@ import { guardClient } from "./transactionGuard.ts";
  * package has no release matching our Powertools logger (2.36.0; batch stops at 2.35.0, which would install a
  * second copy of @aws-lambda-powertools/commons); and the outcomes we need (duplicate, ignored, malformed) are
  * not its success/failure pair. The group rule itself is processByGroup.ts, forty lines.
+ *
+ * This module is the assembly and the invocation's verdict; the parts are their own modules: the options and
+ * their checks (inboxOptions.ts), event type -> handler (router.ts), one record's transaction and the batch's
+ * groups (recordPipeline.ts), the tally of outcomes (recordOutcome.ts).
  */
-
-export interface InboxHandlerContext {
-  /**
-   * The record's transaction: write through it so the writes commit with the inbox row. Transaction control
-   * (begin, commit, rollback, end, abort, set transaction, prepare transaction) is refused; savepoints of your
-   * own are fine. Do not keep it: it refuses everything once the handler has returned.
-   */
-  client: Queryable;
-  record: SqsRecord;
-  lambdaContext: LambdaContextLike | undefined;
-}
-
-export type InboxRecordHandler<Payload = unknown> = (
-  event: InboxEvent<Payload>,
-  context: InboxHandlerContext,
-) => Promise<void> | void;
-
-/** A route: a handler, or a handler with a `parse` hook that validates (and types) the payload first. */
-export type InboxRoute<Payload = unknown> =
-  | InboxRecordHandler<Payload>
-  | { parse: PayloadParser<Payload>; handle: InboxRecordHandler<Payload> };
-
-/**
- * Handlers by event type, for `createInboxHandler(routes, ...)`. Each route's payload type is its own:
- * `{ "order.placed": (e: InboxEvent<Order>) => ..., "order.paid": { parse: paidSchema, handle } }`.
- */
-export type InboxRoutes<Payloads extends Record<string, unknown> = Record<string, unknown>> = {
-  [EventType in keyof Payloads]: InboxRoute<Payloads[EventType]>;
-};
-
-/**
- * A route with a `parse` hook, its handler's payload typed by what the hook returns (TypeScript cannot infer
- * that inside a routes object on its own): `"order.placed": inboxRoute({ parse: orderSchema, handle })`.
- */
-export function inboxRoute<Payload>(route: {
-  parse: PayloadParser<Payload>;
-  handle: InboxRecordHandler<Payload>;
-}): InboxRoute<Payload> {
-  return route;
-}
-
-export interface InboxLogger {
-  info(message: string, fields: Record<string, unknown>): void;
-  warn(message: string, fields: Record<string, unknown>): void;
-  error(message: string, fields: Record<string, unknown>): void;
-}
-
-/** What became of one record; `onOutcome` receives each, for metrics or tests. */
-export type RecordOutcome =
-  | { status: "processed"; messageId: string; event: InboxEvent }
-  /** This consumer's inbox already had the outbox id: nothing was run. */
-  | { status: "duplicate"; messageId: string; event: InboxEvent }
-  /**
-   * `staleEvents: "skip"`: this consumer already applied an event of the aggregate with a higher (or this)
-   * `seq`; acknowledged, nothing run.
-   */
-  | { status: "stale"; messageId: string; event: InboxEvent }
-  /** Routes had no handler for its event type and `unknownEventTypes` is "ignore": recorded, nothing run. */
-  | { status: "ignored"; messageId: string; event: InboxEvent }
-  /** Parsing, the handler or the database failed: rolled back, reported for redelivery. */
-  | { status: "failed"; messageId: string; event: InboxEvent | undefined; error: unknown }
-  /**
-   * Not run, reported for redelivery: an earlier record of its message group failed in this batch ("group"),
-   * or the invocation had too little time left to start it ("deadline").
-   */
-  | { status: "skipped"; messageId: string; groupId: string; reason: "group" | "deadline" };
-
-export interface InboxHandlerOptions extends InboxLocation {
-  /** The consumer's database (a pg.Pool fits). One of `pool` or `withClient`. */
-  pool?: SessionPool;
-  /** Lends a session for `work` and takes it back (e.g. an RDS Proxy pool of your own). */
-  withClient?: <T>(work: (client: SessionClient) => Promise<T>) => Promise<T>;
-  /**
-   * This consumer's name: it keys the deduplication and the stale-event mark, so several consumers can share
-   * one database and inbox table. Default "default" (what the rows of an inbox created before names existed
-   * belong to). 1-100 characters.
-   */
-  consumer?: string;
-  /**
-   * "apply" (default) runs every new event; "skip" acknowledges without running an event whose outbox `seq`
-   * is lower than the highest this consumer applied for its aggregate (outcome "stale").
-   */
-  staleEvents?: "apply" | "skip";
-  logger?: InboxLogger;
-  /**
-   * A Powertools Metrics instance (or anything with addMetric and publishStoredMetrics): each invocation adds
-   * one count per outcome (InboxRecordsProcessed, ...Duplicate, ...Stale, ...Ignored, ...Failed, ...Skipped)
-   * and publishes the stored metrics (yours too) as EMF when it ends.
-   */
-  metrics?: InboxMetrics;
-  /** Message groups processed at the same time; each takes one database session. Default 4 (1-10). */
-  groupConcurrency?: number;
-  /**
-   * statement_timeout and idle_in_transaction_session_timeout of each record's transaction. Default 10,000 ms.
-   * A record starts only while the invocation has this long plus one second left.
-   */
-  statementTimeoutMs?: number;
-  /** Attempts of a record whose transaction fails with 40001 or 40P01. Default 3 (1-10). */
-  maxAttempts?: number;
-  /** With routes: an event type without a route fails its record (default) or is recorded and skipped. */
-  unknownEventTypes?: "fail" | "ignore";
-  onOutcome?: (outcome: RecordOutcome) => void;
-}
 
 export type InboxLambdaHandler = (event: SqsEvent, context?: LambdaContextLike) => Promise<SqsBatchResponse>;
-
-export const DEFAULT_GROUP_CONCURRENCY = 4;
-export const DEFAULT_INBOX_STATEMENT_TIMEOUT_MS = 10_000;
-export const DEFAULT_CONSUMER = "default";
-export const DEFAULT_MAX_ATTEMPTS = 3;
-/** Kept free after a record's statement timeout: its COMMIT and the response to Lambda. */
-export const DEADLINE_MARGIN_MS = 1_000;
 
 /**
  * Thrown by the Lambda handler when every record failed and the inbox's database failed under at least one
@@ -171,11 +63,6 @@ export const DEADLINE_MARGIN_MS = 1_000;
  */
 export class InboxUnavailableError extends OutboxError {
   override name = "InboxUnavailableError";
-}
-
-/** Thrown for an event type that has no route (with `unknownEventTypes: "fail"`). */
-export class UnroutedEventError extends ConfigError {
-  override name = "UnroutedEventError";
 }
 
 /** The invocation cannot fit even one record's statement timeout: the function timeout is too short. */
@@ -202,144 +89,20 @@ export function createInboxHandler(
   handler: InboxRecordHandler<unknown> | InboxRoutes,
   options: InboxHandlerOptions & { parse?: PayloadParser<unknown> },
 ): InboxLambdaHandler {
-  const names = inboxNames(options);
-  const groupConcurrency = options.groupConcurrency ?? DEFAULT_GROUP_CONCURRENCY;
-  const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_INBOX_STATEMENT_TIMEOUT_MS;
-  const maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
-  const consumer = options.consumer ?? DEFAULT_CONSUMER;
-  const skipStale = checkChoice("staleEvents", options.staleEvents ?? "apply", ["apply", "skip"]) === "skip";
-  // Ten is the most a FIFO event source hands over in one batch: more could never run.
-  checkIntegerOption("groupConcurrency", groupConcurrency, 1, 10);
-  checkIntegerOption("statementTimeoutMs", statementTimeoutMs, 100, 900_000);
-  checkIntegerOption("maxAttempts", maxAttempts, 1, 10);
-  if (typeof consumer !== "string" || consumer.length < 1 || consumer.length > 100) {
-    throw new ConfigError(
-      `createInboxHandler: consumer must be a string of 1 to 100 characters, got ${JSON.stringify(consumer)}`,
-    );
-  }
-  if (options.parse !== undefined && !isPayloadParser(options.parse)) {
-    throw new ConfigError("createInboxHandler: parse must be a Standard Schema (~standard) or a function");
-  }
-  const transaction = transactionRunner(options);
-  const route = router(handler, options.unknownEventTypes ?? "fail", options.parse);
+  const settings = inboxSettings(options);
+  const { statementTimeoutMs } = settings;
+  const transaction = transactionRunner(settings.session);
+  const route = eventRouter(handler, options.unknownEventTypes ?? "fail", options.parse);
   const logger = safeLogger(options.logger);
-  const onOutcome = options.onOutcome;
-  const fitsDeadline = (lambdaContext: LambdaContextLike | undefined) => {
-    const remaining = lambdaContext?.getRemainingTimeInMillis?.();
-    return remaining === undefined || remaining >= statementTimeoutMs + DEADLINE_MARGIN_MS;
-  };
-
-  const processRecord = async (
-    record: SqsRecord,
-    lambdaContext: LambdaContextLike | undefined,
-    batch: BatchState,
-  ) => {
-    let event: InboxEvent | undefined;
-    let inUserHandler = false;
-    try {
-      event = parseInboxEvent(record);
-      const parsed = event;
-      const run = route(parsed);
-      let status: "processed" | "duplicate" | "stale" | "ignored" | "deadline" | undefined;
-      for (let attempt = 1; status === undefined; attempt++) {
-        if (!fitsDeadline(lambdaContext)) {
-          status = "deadline";
-          break;
-        }
-        try {
-          status = await transaction(async (session) => {
-            await session.query(
-              `select set_config('statement_timeout', $1, true),
-                      set_config('idle_in_transaction_session_timeout', $1, true)`,
-              [String(statementTimeoutMs)],
-            );
-            if (!(await recordInbox(session, names, consumer, parsed))) return "duplicate" as const;
-            if (skipStale && !(await advancePosition(session, names, consumer, parsed)))
-              return "stale" as const;
-            if (run === undefined) return "ignored" as const;
-            const guard = guardClient(session);
-            inUserHandler = true;
-            try {
-              await run(parsed, { client: guard.client, record, lambdaContext });
-            } finally {
-              guard.close();
-            }
-            const refused = guard.refused();
-            if (refused !== undefined) throw refused;
-            inUserHandler = false;
-            return "processed" as const;
-          });
-        } catch (error) {
-          if (attempt >= maxAttempts || !isConflict(error)) throw error;
-          logger.warn("serialization failure or deadlock; the record's transaction is retried", {
-            ...fields(record, parsed),
-            attempt,
-            error: errorMessage(error),
-          });
-          inUserHandler = false;
-          await sleep(backoffMs(attempt));
-        }
-      }
-      if (status === "deadline") {
-        const groupId = record.attributes?.MessageGroupId ?? `message:${record.messageId}`;
-        logger.warn(
-          "too little time left in the invocation to start this record; it and the rest of its group are redelivered",
-          { ...fields(record, parsed), remainingMs: lambdaContext?.getRemainingTimeInMillis?.() },
-        );
-        report(batch, { status: "skipped", messageId: record.messageId, groupId, reason: "deadline" });
-        return false;
-      }
-      if (status === "duplicate") {
-        logger.info(
-          "duplicate delivery skipped: the inbox already has this outbox id",
-          fields(record, parsed),
-        );
-      } else if (status === "stale") {
-        logger.info(
-          "stale event skipped: this consumer already applied a later event of the aggregate",
-          fields(record, parsed),
-        );
-      } else if (status === "ignored") {
-        logger.info("no route for this event type; recorded and skipped", fields(record, parsed));
-      }
-      report(batch, { status, messageId: record.messageId, event: parsed });
-      return true;
-    } catch (error) {
-      if (event !== undefined && isOutage(error, inUserHandler)) batch.databaseFailures.push(error);
-      logger.error(
-        event === undefined
-          ? "message is not an outbox event; it and the rest of its group are redelivered"
-          : "event failed; rolled back, it and the rest of its group are redelivered",
-        { ...fields(record, event), error: errorMessage(error) },
-      );
-      report(batch, { status: "failed", messageId: record.messageId, event, error });
-      return false;
-    }
-  };
-
-  const report = (batch: BatchState, outcome: RecordOutcome) => {
-    batch.counts[outcome.status]++;
-    if (onOutcome === undefined) return;
-    try {
-      onOutcome(outcome);
-    } catch (error) {
-      logger.error("onOutcome threw; the record's outcome stands", {
-        messageId: outcome.messageId,
-        status: outcome.status,
-        error: errorMessage(error),
-      });
-    }
-  };
+  const report = outcomeReporter(options.onOutcome, logger);
+  const processBatch = batchProcessor({ settings, transaction, route, logger, report });
 
   return async (sqsEvent, lambdaContext) => {
     const records = sqsEvent.Records ?? [];
-    const batch: BatchState = {
-      databaseFailures: [],
-      counts: { processed: 0, duplicate: 0, stale: 0, ignored: 0, failed: 0, skipped: 0 },
-    };
+    const batch = newBatchState();
     try {
       const remaining = lambdaContext?.getRemainingTimeInMillis?.();
-      if (records.length > 0 && !fitsDeadline(lambdaContext)) {
+      if (records.length > 0 && !fitsDeadline(lambdaContext, statementTimeoutMs)) {
         // Not even the first record fits: every invocation would end like this one. Fail loudly.
         batch.counts.skipped += records.length;
         throw new InboxDeadlineError(
@@ -347,13 +110,7 @@ export function createInboxHandler(
             `+ ${DEADLINE_MARGIN_MS} ms: raise the function's timeout or lower statementTimeoutMs`,
         );
       }
-      const failed = await processByGroup(records, {
-        concurrency: groupConcurrency,
-        process: (record) => processRecord(record, lambdaContext, batch),
-        onSkipped: (record, groupId) => {
-          report(batch, { status: "skipped", messageId: record.messageId, groupId, reason: "group" });
-        },
-      });
+      const failed = await processBatch(records, lambdaContext, batch);
       if (records.length > 0 && failed.length === records.length && batch.databaseFailures.length > 0) {
         throw new InboxUnavailableError(
           `all ${records.length} records failed and the inbox database failed under ${batch.databaseFailures.length}: ` +
@@ -371,95 +128,5 @@ export function createInboxHandler(
     } finally {
       if (options.metrics !== undefined) publishOutcomeCounts(options.metrics, batch.counts, logger);
     }
-  };
-}
-
-interface BatchState {
-  databaseFailures: unknown[];
-  counts: Record<OutcomeStatus, number>;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A logger whose own failures are swallowed: logging must never change what happens to a record. */
-function safeLogger(logger: InboxLogger | undefined): InboxLogger {
-  const call =
-    (level: keyof InboxLogger) =>
-    (message: string, fields: Record<string, unknown>): void => {
-      try {
-        logger?.[level](message, fields);
-      } catch {
-        // Nowhere left to report it: the logger is what failed.
-      }
-    };
-  return { info: call("info"), warn: call("warn"), error: call("error") };
-}
-
-function checkChoice<T extends string>(name: string, value: T, choices: readonly T[]): T {
-  if (!choices.includes(value)) {
-    throw new ConfigError(
-      `createInboxHandler: ${name} must be one of ${choices.map((c) => JSON.stringify(c)).join(", ")}, got ${JSON.stringify(value)}`,
-    );
-  }
-  return value;
-}
-
-function router(
-  handler: InboxRecordHandler<unknown> | InboxRoutes,
-  unknown: "fail" | "ignore",
-  parse: PayloadParser<unknown> | undefined,
-): (event: InboxEvent) => InboxRecordHandler<unknown> | undefined {
-  if (typeof handler === "function") return () => withParse(handler, parse);
-  const routes = new Map<string, InboxRecordHandler<unknown>>();
-  for (const [eventType, route] of Object.entries(handler as InboxRoutes)) {
-    if (typeof route === "function") {
-      routes.set(eventType, route);
-    } else if (
-      typeof route === "object" &&
-      route !== null &&
-      typeof route.handle === "function" &&
-      isPayloadParser(route.parse)
-    ) {
-      routes.set(eventType, withParse(route.handle, route.parse));
-    } else {
-      throw new ConfigError(
-        `createInboxHandler: the route for ${JSON.stringify(eventType)} is not a function or { parse, handle }`,
-      );
-    }
-  }
-  return (event) => {
-    const route = routes.get(event.eventType);
-    if (route === undefined && unknown === "fail") {
-      throw new UnroutedEventError(
-        `no handler for event type ${JSON.stringify(event.eventType)} (routes: ${[...routes.keys()].join(", ")}); ` +
-          'add one, or pass unknownEventTypes: "ignore"',
-      );
-    }
-    return route;
-  };
-}
-
-function withParse(
-  handle: InboxRecordHandler<unknown>,
-  parse: PayloadParser<unknown> | undefined,
-): InboxRecordHandler<unknown> {
-  if (parse === undefined) return handle;
-  return async (event, context) => handle(await parsePayload(parse, event), context);
-}
-function fields(record: SqsRecord, event: InboxEvent | undefined): Record<string, unknown> {
-  return {
-    messageId: record.messageId,
-    messageGroupId: record.attributes?.MessageGroupId,
-    receiveCount: record.attributes?.ApproximateReceiveCount,
-    ...(event === undefined
-      ? {}
-      : {
-          outboxId: event.id,
-          eventType: event.eventType,
-          aggregateType: event.aggregateType,
-          aggregateId: event.aggregateId,
-          // A string: a bigint does not serialize to JSON (and a stale event's log needs it).
-          seq: event.seq.toString(),
-        }),
   };
 }

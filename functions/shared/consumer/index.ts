@@ -2,26 +2,21 @@
 
 export type { MigrateResult } from "../db/migrate.ts";
 export type { Queryable, SessionClient, SessionPool } from "../db/session.ts";
-export { type InboxEvent, parseInboxEvent } from "./inboxEvent.ts";
+export type { InboxEvent } from "./inboxEvent.ts";
 export {
   createInboxHandler,
+  InboxDeadlineError,
+  type InboxLambdaHandler,
+  InboxUnavailableError,
+} from "./inboxHandler.ts";
+export type { InboxLogger } from "./inboxLogger.ts";
+export {
   DEFAULT_CONSUMER,
   DEFAULT_GROUP_CONCURRENCY,
   DEFAULT_INBOX_STATEMENT_TIMEOUT_MS,
   DEFAULT_MAX_ATTEMPTS,
-  InboxDeadlineError,
-  type InboxHandlerContext,
   type InboxHandlerOptions,
-  type InboxLambdaHandler,
-  type InboxLogger,
-  type InboxRecordHandler,
-  type InboxRoute,
-  type InboxRoutes,
-  InboxUnavailableError,
-  inboxRoute,
-  type RecordOutcome,
-  UnroutedEventError,
-} from "./inboxHandler.ts";
+} from "./inboxOptions.ts";
 export {
   DEFAULT_INBOX_RETENTION_HOURS,
   type InboxLocation,
@@ -32,6 +27,16 @@ export {
   purgeInbox,
 } from "./inboxTable.ts";
 export { type InboxMetrics, OUTCOME_METRIC, type OutcomeStatus } from "./outcomeMetrics.ts";
+export { parseInboxEvent } from "./parseInboxEvent.ts";
 export type { PayloadParser, StandardSchemaV1 } from "./payloadParser.ts";
+export type { RecordOutcome } from "./recordOutcome.ts";
+export {
+  type InboxHandlerContext,
+  type InboxRecordHandler,
+  type InboxRoute,
+  type InboxRoutes,
+  inboxRoute,
+  UnroutedEventError,
+} from "./router.ts";
 export type { LambdaContextLike, SqsBatchResponse, SqsEvent, SqsRecord } from "./sqsEvent.ts";
 export { TransactionControlError } from "./transactionGuard.ts";

@@ -1,5 +1,5 @@
 import { errorMessage } from "../outbox/errors.ts";
-import type { InboxLogger } from "./inboxHandler.ts";
+import type { InboxLogger } from "./inboxLogger.ts";
 
 export type OutcomeStatus = "processed" | "duplicate" | "stale" | "ignored" | "failed" | "skipped";
 

@@ -1,22 +1,21 @@
-import { type SessionClient, type SessionPool, withTransaction } from "../db/session.ts";
-import { ConfigError, DatabaseTimeoutError, OutboxError } from "../outbox/errors.ts";
+import { type SessionClient, withTransaction } from "../db/session.ts";
+import { DatabaseTimeoutError, OutboxError } from "../outbox/errors.ts";
+import type { InboxSession } from "./inboxOptions.ts";
 
 /**
- * The record's transaction, through the one seam (db.ts withTransaction): `read committed` explicitly, and a
+ * The record's transaction, through the one seam (db/session.ts withTransaction): `read committed` explicitly, and a
  * COMMIT answered with ROLLBACK throws TransactionRolledBackError. A lent session (`withClient`) goes through
  * the same function; its lender keeps it (a session withTransaction would discard is reported by the error
  * it rethrows).
  */
-export function transactionRunner(options: {
-  pool?: SessionPool | undefined;
-  withClient?: (<T>(work: (client: SessionClient) => Promise<T>) => Promise<T>) | undefined;
-}): <T>(work: (client: SessionClient) => Promise<T>) => Promise<T> {
-  const { pool, withClient } = options;
-  if ((pool === undefined) === (withClient === undefined)) {
-    throw new ConfigError("createInboxHandler: pass exactly one of options.pool and options.withClient");
+export type TransactionRunner = <T>(work: (client: SessionClient) => Promise<T>) => Promise<T>;
+
+export function transactionRunner(session: InboxSession): TransactionRunner {
+  if (session.pool !== undefined) {
+    const pool = session.pool;
+    return (work) => withTransaction(pool, work);
   }
-  if (pool !== undefined) return (work) => withTransaction(pool, work);
-  const lend = withClient as NonNullable<typeof withClient>;
+  const lend = session.withClient;
   return (work) =>
     lend((client) => {
       const lent: SessionClient = {

@@ -1,0 +1,161 @@
+import { errorMessage } from "../outbox/errors.ts";
+import { fitsDeadline } from "./deadline.ts";
+import type { InboxEvent } from "./inboxEvent.ts";
+import type { InboxLogger } from "./inboxLogger.ts";
+import type { InboxSettings } from "./inboxOptions.ts";
+import { parseInboxEvent } from "./parseInboxEvent.ts";
+import { processByGroup } from "./processByGroup.ts";
+import type { BatchState, ReportOutcome } from "./recordOutcome.ts";
+import { backoffMs, isConflict, isOutage, type TransactionRunner } from "./recordTransaction.ts";
+import type { EventRouter } from "./router.ts";
+import { advancePosition } from "./sql/advancePosition.ts";
+import { recordInbox } from "./sql/recordInbox.ts";
+import type { LambdaContextLike, SqsRecord } from "./sqsEvent.ts";
+import { guardClient } from "./transactionGuard.ts";
+
+/**
+ * A batch's records, each in a transaction of its own: parse, then begin, the inbox row, the stale check, the
+ * handler through the guarded client, commit; a conflict retried, a failure told once. The records go through
+ * processByGroup, so one message group's records run in order and a failure fails the rest of its group only.
+ * Everything a record needs is settled before the batch (settings, route table, transaction runner), so this
+ * module decides nothing about configuration, and the invocation (inboxHandler.ts) only judges the result.
+ */
+
+export interface RecordPipeline {
+  settings: InboxSettings;
+  transaction: TransactionRunner;
+  route: EventRouter;
+  logger: InboxLogger;
+  report: ReportOutcome;
+}
+
+/** Runs a batch's records; resolves to the records to report in `batchItemFailures`, in delivery order. */
+export type BatchProcessor = (
+  records: readonly SqsRecord[],
+  lambdaContext: LambdaContextLike | undefined,
+  batch: BatchState,
+) => Promise<SqsRecord[]>;
+
+export function batchProcessor(pipeline: RecordPipeline): BatchProcessor {
+  const processRecord = recordProcessor(pipeline);
+  return (records, lambdaContext, batch) =>
+    processByGroup(records, {
+      concurrency: pipeline.settings.groupConcurrency,
+      process: (record) => processRecord(record, lambdaContext, batch),
+      onSkipped: (record, groupId) => {
+        pipeline.report(batch, { status: "skipped", messageId: record.messageId, groupId, reason: "group" });
+      },
+    });
+}
+
+/** One record, start to outcome: true when it is done (acknowledged), false when SQS must redeliver it. */
+function recordProcessor({ settings, transaction, route, logger, report }: RecordPipeline) {
+  const { names, consumer, skipStale, statementTimeoutMs, maxAttempts } = settings;
+  return async (
+    record: SqsRecord,
+    lambdaContext: LambdaContextLike | undefined,
+    batch: BatchState,
+  ): Promise<boolean> => {
+    let event: InboxEvent | undefined;
+    let inUserHandler = false;
+    try {
+      event = parseInboxEvent(record);
+      const parsed = event;
+      const run = route(parsed);
+      let status: "processed" | "duplicate" | "stale" | "ignored" | "deadline" | undefined;
+      for (let attempt = 1; status === undefined; attempt++) {
+        if (!fitsDeadline(lambdaContext, statementTimeoutMs)) {
+          status = "deadline";
+          break;
+        }
+        try {
+          status = await transaction(async (session) => {
+            await session.query(
+              `select set_config('statement_timeout', $1, true),
+                      set_config('idle_in_transaction_session_timeout', $1, true)`,
+              [String(statementTimeoutMs)],
+            );
+            if (!(await recordInbox(session, names, consumer, parsed))) return "duplicate" as const;
+            if (skipStale && !(await advancePosition(session, names, consumer, parsed)))
+              return "stale" as const;
+            if (run === undefined) return "ignored" as const;
+            const guard = guardClient(session);
+            inUserHandler = true;
+            try {
+              await run(parsed, { client: guard.client, record, lambdaContext });
+            } finally {
+              guard.close();
+            }
+            const refused = guard.refused();
+            if (refused !== undefined) throw refused;
+            inUserHandler = false;
+            return "processed" as const;
+          });
+        } catch (error) {
+          if (attempt >= maxAttempts || !isConflict(error)) throw error;
+          logger.warn("serialization failure or deadlock; the record's transaction is retried", {
+            ...fields(record, parsed),
+            attempt,
+            error: errorMessage(error),
+          });
+          inUserHandler = false;
+          await sleep(backoffMs(attempt));
+        }
+      }
+      if (status === "deadline") {
+        const groupId = record.attributes?.MessageGroupId ?? `message:${record.messageId}`;
+        logger.warn(
+          "too little time left in the invocation to start this record; it and the rest of its group are redelivered",
+          { ...fields(record, parsed), remainingMs: lambdaContext?.getRemainingTimeInMillis?.() },
+        );
+        report(batch, { status: "skipped", messageId: record.messageId, groupId, reason: "deadline" });
+        return false;
+      }
+      if (status === "duplicate") {
+        logger.info(
+          "duplicate delivery skipped: the inbox already has this outbox id",
+          fields(record, parsed),
+        );
+      } else if (status === "stale") {
+        logger.info(
+          "stale event skipped: this consumer already applied a later event of the aggregate",
+          fields(record, parsed),
+        );
+      } else if (status === "ignored") {
+        logger.info("no route for this event type; recorded and skipped", fields(record, parsed));
+      }
+      report(batch, { status, messageId: record.messageId, event: parsed });
+      return true;
+    } catch (error) {
+      if (event !== undefined && isOutage(error, inUserHandler)) batch.databaseFailures.push(error);
+      logger.error(
+        event === undefined
+          ? "message is not an outbox event; it and the rest of its group are redelivered"
+          : "event failed; rolled back, it and the rest of its group are redelivered",
+        { ...fields(record, event), error: errorMessage(error) },
+      );
+      report(batch, { status: "failed", messageId: record.messageId, event, error });
+      return false;
+    }
+  };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function fields(record: SqsRecord, event: InboxEvent | undefined): Record<string, unknown> {
+  return {
+    messageId: record.messageId,
+    messageGroupId: record.attributes?.MessageGroupId,
+    receiveCount: record.attributes?.ApproximateReceiveCount,
+    ...(event === undefined
+      ? {}
+      : {
+          outboxId: event.id,
+          eventType: event.eventType,
+          aggregateType: event.aggregateType,
+          aggregateId: event.aggregateId,
+          // A string: a bigint does not serialize to JSON (and a stale event's log needs it).
+          seq: event.seq.toString(),
+        }),
+  };
+}
