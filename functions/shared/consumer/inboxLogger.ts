@@ -1,12 +1,10 @@
+import type { Logger } from "../util/logger.ts";
+
 /**
  * The logger the inbox writes to (a Powertools Logger fits). A module of its own because everything in the
  * consumer logs, the outcome metrics included: kept beside the handler, it tied them in an import cycle.
  */
-export interface InboxLogger {
-  info(message: string, fields: Record<string, unknown>): void;
-  warn(message: string, fields: Record<string, unknown>): void;
-  error(message: string, fields: Record<string, unknown>): void;
-}
+export type InboxLogger = Logger;
 
 /** A logger whose own failures are swallowed: logging must never change what happens to a record. */
 export function safeLogger(logger: InboxLogger | undefined): InboxLogger {

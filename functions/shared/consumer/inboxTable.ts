@@ -95,10 +95,11 @@ export async function purgeInbox(
   const names = inboxNames(options);
   const result: PurgeInboxResult = { deletedRows: 0, batches: 0, drained: false };
   while (result.batches < maxBatches) {
-    const deleted = await withTransaction(pool, async (client: SessionClient) => {
-      await client.query("select set_config('statement_timeout', $1, true)", [String(statementTimeoutMs)]);
-      return purgeInboxBatch(client, names, { retentionHours, limit: batchSize });
-    });
+    const deleted = await withTransaction(
+      pool,
+      (client: SessionClient) => purgeInboxBatch(client, names, { retentionHours, limit: batchSize }),
+      { statementTimeoutMs },
+    );
     result.batches++;
     result.deletedRows += deleted;
     if (deleted < batchSize) {

@@ -1,4 +1,5 @@
 import { errorMessage } from "../outbox/errors.ts";
+import { sleep } from "../util/sleep.ts";
 import { fitsDeadline } from "./deadline.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
 import type { InboxLogger } from "./inboxLogger.ts";
@@ -51,6 +52,8 @@ export function batchProcessor(pipeline: RecordPipeline): BatchProcessor {
 /** One record, start to outcome: true when it is done (acknowledged), false when SQS must redeliver it. */
 function recordProcessor({ settings, transaction, route, logger, report }: RecordPipeline) {
   const { names, consumer, skipStale, statementTimeoutMs, maxAttempts } = settings;
+  // The idle bound ends the session (and releases the inbox row's lock) if this process freezes mid-record.
+  const bounds = { statementTimeoutMs, idleInTransactionMs: statementTimeoutMs };
   return async (
     record: SqsRecord,
     lambdaContext: LambdaContextLike | undefined,
@@ -70,11 +73,6 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
         }
         try {
           status = await transaction(async (session) => {
-            await session.query(
-              `select set_config('statement_timeout', $1, true),
-                      set_config('idle_in_transaction_session_timeout', $1, true)`,
-              [String(statementTimeoutMs)],
-            );
             if (!(await recordInbox(session, names, consumer, parsed))) return "duplicate" as const;
             if (skipStale && !(await advancePosition(session, names, consumer, parsed)))
               return "stale" as const;
@@ -90,7 +88,7 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
             if (refused !== undefined) throw refused;
             inUserHandler = false;
             return "processed" as const;
-          });
+          }, bounds);
         } catch (error) {
           if (attempt >= maxAttempts || !isConflict(error)) throw error;
           logger.warn("serialization failure or deadlock; the record's transaction is retried", {
@@ -139,8 +137,6 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
     }
   };
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function fields(record: SqsRecord, event: InboxEvent | undefined): Record<string, unknown> {
   return {
