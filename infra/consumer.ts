@@ -11,6 +11,7 @@ import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
+import { INBOX_METRIC } from "../functions/shared/observe/metricNames.ts";
 import { consumerAlarmTable, createAlarmsFrom } from "./alarms.ts";
 import {
   acknowledgeVpcNetworkInterfaces,
@@ -249,7 +250,7 @@ export class OutboxConsumer extends Construct {
         deadLetterQueue: this.deadLetterQueue,
         failedRecords: new cloudwatch.Metric({
           namespace: metricsNamespace,
-          metricName: "InboxRecordsFailed",
+          metricName: INBOX_METRIC.failed,
           dimensionsMap: { service: serviceName },
           statistic: "Sum",
           period: Duration.minutes(5),
