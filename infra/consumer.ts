@@ -12,6 +12,7 @@ import type * as sns from "aws-cdk-lib/aws-sns";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { INBOX_METRIC } from "../functions/shared/observe/metricNames.ts";
+import { METRICS_SETTINGS } from "../functions/shared/observe/settings.ts";
 import { consumerAlarmTable, createAlarmsFrom } from "./alarms.ts";
 import {
   acknowledgeVpcNetworkInterfaces,
@@ -208,8 +209,8 @@ export class OutboxConsumer extends Construct {
       // trace (InboxEvent.trace). The role gets xray:PutTraceSegments/PutTelemetryRecords with it.
       tracing: lambda.Tracing.ACTIVE,
       environment: {
-        POWERTOOLS_METRICS_NAMESPACE: metricsNamespace,
-        POWERTOOLS_SERVICE_NAME: serviceName,
+        [METRICS_SETTINGS.namespace.env]: metricsNamespace,
+        [METRICS_SETTINGS.serviceName.env]: serviceName,
         ...props.environment,
         NODE_OPTIONS: nodeOptions,
       },
