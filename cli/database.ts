@@ -6,13 +6,14 @@ import {
 } from "../functions/shared/db/connection.ts";
 import { isClientTimeout, type SessionClient } from "../functions/shared/db/session.ts";
 import {
+  OUTBOX_LOCATION_SETTINGS,
   type OutboxLocation,
   type OutboxNames,
   outboxLocationFromEnv,
   outboxNames,
 } from "../functions/shared/outbox/names.ts";
+import type { Env } from "../functions/shared/util/env.ts";
 import { CliError, describeError, EXIT_FAILURE } from "./errors.ts";
-import type { Env } from "./options.ts";
 
 export interface OutboxDatabase {
   pool: DatabasePool;
@@ -123,7 +124,7 @@ async function outboxTableExists(database: OutboxDatabase): Promise<boolean> {
 function missingTable(names: OutboxNames): CliError {
   return new CliError(
     `the outbox table ${names.qualified} does not exist in this database: run \`outbox migrate\` first ` +
-      "(or check OUTBOX_SCHEMA / OUTBOX_TABLE, --schema / --table)",
+      `(or check ${OUTBOX_LOCATION_SETTINGS.schema.env} / ${OUTBOX_LOCATION_SETTINGS.table.env}, --schema / --table)`,
     EXIT_FAILURE,
   );
 }

@@ -1,7 +1,12 @@
 import { type Command, InvalidArgumentError } from "commander";
+import { DATABASE_SETTINGS } from "../functions/shared/db/settings.ts";
+import { OUTBOX_LOCATION_SETTINGS } from "../functions/shared/outbox/names.ts";
+import type { Env } from "../functions/shared/util/env.ts";
+import { envHelp, type IntegerSetting, type Setting } from "../functions/shared/util/settings.ts";
 import { printError } from "./output.ts";
 
-export type Env = Record<string, string | undefined>;
+const { url, secretArn } = DATABASE_SETTINGS;
+const { schema, table } = OUTBOX_LOCATION_SETTINGS;
 
 /** Flags every command that touches the database accepts. */
 export interface ConnectionFlags {
@@ -20,11 +25,11 @@ export function addConnectionOptions(command: Command): Command {
   return command
     .option(
       "--database-url <url>",
-      "postgres://user@host:5432/db; prefer env DATABASE_URL (or DATABASE_SECRET_ARN): a password given here " +
+      `postgres://user@host:5432/db; prefer env ${url.env} (or ${secretArn.env}): a password given here ` +
         "is visible to other users in the process list",
     )
-    .option("--schema <name>", "schema of the outbox table (env OUTBOX_SCHEMA, default public)")
-    .option("--table <name>", "outbox table (env OUTBOX_TABLE, default outbox_events)")
+    .option("--schema <name>", flagHelp(schema))
+    .option("--table <name>", flagHelp(table))
     .option(
       "--query-timeout-ms <ms>",
       "give up on a query the database has not answered after this long (default 30000; migrate 900000)",
@@ -42,7 +47,7 @@ export function envWithFlags(base: Env, overrides: Env): Env {
   for (const [name, value] of Object.entries(overrides)) {
     if (value !== undefined) env[name] = value;
   }
-  if (overrides.DATABASE_URL !== undefined) delete env.DATABASE_SECRET_ARN;
+  if (overrides[url.env] !== undefined) delete env[secretArn.env];
   return env;
 }
 
@@ -50,13 +55,13 @@ export function connectionEnv(flags: ConnectionFlags, base: Env = process.env): 
   if (flags.databaseUrl !== undefined && urlHasPassword(flags.databaseUrl)) {
     printError(
       "outbox: warning: --database-url contains a password, which other users can read in the process list " +
-        "(ps, /proc); set DATABASE_URL in the environment instead, or use DATABASE_SECRET_ARN",
+        `(ps, /proc); set ${url.env} in the environment instead, or use ${secretArn.env}`,
     );
   }
   return envWithFlags(base, {
-    DATABASE_URL: flags.databaseUrl,
-    OUTBOX_SCHEMA: flags.schema,
-    OUTBOX_TABLE: flags.table,
+    [url.env]: flags.databaseUrl,
+    [schema.env]: flags.schema,
+    [table.env]: flags.table,
   });
 }
 
@@ -67,6 +72,19 @@ function urlHasPassword(url: string): boolean {
     // Unparseable: the configuration reader names the problem; a colon after the user suggests a password.
     return /^[^:]+:\/\/[^/@]*:[^/@]*@/.test(url);
   }
+}
+
+/**
+ * A flag's help from the setting it overrides: the row's doc (or `what`, when the flag means something more
+ * specific), its variable and its default, so the help cannot drift from what the Lambdas read.
+ */
+export function flagHelp(row: Setting, what: string = row.doc): string {
+  return `${what} (${envHelp(row)})`;
+}
+
+/** commander parser for an integer flag that overrides a setting: the setting's range. */
+export function integerFlag(row: IntegerSetting) {
+  return integerIn(row.min, row.max);
 }
 
 /** commander parser for an integer flag in a range; the error names the range. */

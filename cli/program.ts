@@ -1,4 +1,7 @@
 import { Command, CommanderError } from "commander";
+import { DATABASE_SETTINGS } from "../functions/shared/db/settings.ts";
+import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
+import { OUTBOX_LOCATION_SETTINGS } from "../functions/shared/outbox/names.ts";
 import { deadLettersCommand } from "./commands/deadLetters.ts";
 import { migrateCommand } from "./commands/migrate.ts";
 import { purgeCommand } from "./commands/purge.ts";
@@ -12,8 +15,9 @@ export function buildProgram(): Command {
   const program = new Command("outbox")
     .description(
       "Operate a transactional outbox (Postgres outbox_events -> SQS FIFO). Configured by flags or by the " +
-        "Lambdas' environment variables (DATABASE_URL / DATABASE_SECRET_ARN, OUTBOX_QUEUE_URL, OUTBOX_SCHEMA, " +
-        "OUTBOX_TABLE, RELAY_*, PURGE_*).",
+        `Lambdas' environment variables (${DATABASE_SETTINGS.url.env} / ${DATABASE_SETTINGS.secretArn.env}, ` +
+        `${DESTINATION_SETTINGS.queueUrl.env}, ${OUTBOX_LOCATION_SETTINGS.schema.env}, ` +
+        `${OUTBOX_LOCATION_SETTINGS.table.env}, RELAY_*, PURGE_*).`,
     )
     .showHelpAfterError("(add --help for usage)")
     .exitOverride();

@@ -4,6 +4,7 @@ import type * as events from "aws-cdk-lib/aws-events";
 import type * as lambda from "aws-cdk-lib/aws-lambda";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import type { Construct, IConstruct } from "constructs";
+import { AWS_METRIC, METRIC, type MetricName } from "../functions/shared/observe/metricNames.ts";
 import { SCHEDULE_JITTER_SECONDS, silentPeriodsBeforeAlarm } from "./relayTiming.ts";
 
 const { BREACHING, NOT_BREACHING, MISSING } = cloudwatch.TreatMissingData;
@@ -37,7 +38,7 @@ export interface AlarmSubjects {
   rotationFunctionName?: string | undefined;
   /** The construct's EMF metrics, with their `service` dimension. */
   metric(
-    name: string,
+    name: MetricName,
     source: "relay" | "purge",
     options: { statistic?: string; period?: Duration },
   ): cloudwatch.Metric;
@@ -72,7 +73,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
   const gaugePeriod = subjects.metricsRate;
   // The gauges come once per metrics tick; "for 2 minutes" is 2 periods at the 1-minute default, at least 1.
   const gaugePeriods = Math.max(1, Math.ceil(120 / gaugePeriod.toSeconds()));
-  const gauge = (name: string) =>
+  const gauge = (name: MetricName) =>
     subjects.metric(name, "purge", { statistic: "Maximum", period: gaugePeriod });
   const heartbeatPeriods = silentPeriodsBeforeAlarm(subjects.relayTickGapSeconds, 60);
   const snapshotPeriods = silentPeriodsBeforeAlarm(
@@ -81,8 +82,8 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
   );
   const failedInvocations = (rule: events.IRule) =>
     new cloudwatch.Metric({
-      namespace: "AWS/Events",
-      metricName: "FailedInvocations",
+      namespace: AWS_METRIC.eventsNamespace,
+      metricName: AWS_METRIC.ruleFailedInvocations,
       dimensionsMap: { RuleName: rule.ruleName },
       statistic: "Sum",
       period: Duration.minutes(5),
@@ -150,7 +151,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
         "(the queue or bus policy, its KMS key), queue or bus deleted, throttling. Events wait in the outbox and " +
         "retry; a single poison " +
         `event backs off and cannot keep this up for 5 minutes. ${RUNBOOK}`,
-      metric: subjects.metric("PublishFailures", "relay", { statistic: "Sum", period: MINUTE }),
+      metric: subjects.metric(METRIC.publishFailures, "relay", { statistic: "Sum", period: MINUTE }),
       threshold: 1,
       comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       evaluationPeriods: 5,
@@ -178,7 +179,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       description:
         "p95 of one relay round (claim, publish, record) is above the threshold in 3 of 5 minutes: SQS or the " +
         `database is slow. A round over 25 s hits the publish/statement timeouts. ${RUNBOOK}`,
-      metric: subjects.metric("BatchDuration", "relay", { statistic: "p95", period: MINUTE }),
+      metric: subjects.metric(METRIC.batchDuration, "relay", { statistic: "p95", period: MINUTE }),
       threshold: thresholds.batchDurationP95Ms ?? 5000,
       comparison: GREATER_THAN_THRESHOLD,
       evaluationPeriods: 5,
@@ -193,7 +194,10 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
         `The outbox backlog metrics stopped for ${snapshotPeriods} periods: the purge Lambda's snapshot runs are ` +
         "not invoked or fail (database down, secret wrong). The backlog alarms below are blind until it is back. " +
         RUNBOOK,
-      metric: subjects.metric("PendingEvents", "purge", { statistic: "SampleCount", period: gaugePeriod }),
+      metric: subjects.metric(METRIC.pendingEvents, "purge", {
+        statistic: "SampleCount",
+        period: gaugePeriod,
+      }),
       threshold: 1,
       comparison: LESS_THAN_THRESHOLD,
       evaluationPeriods: snapshotPeriods,
@@ -207,7 +211,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       description:
         "The oldest unpublished outbox event is older than the threshold: the relay is not keeping up, cannot " +
         `reach SQS, or one aggregate is stuck behind retries. ${RUNBOOK}`,
-      metric: gauge("OldestPendingAgeSeconds"),
+      metric: gauge(METRIC.oldestPendingAgeSeconds),
       // 900 s: with the default backoff (1 s doubling to a 300 s cap, 10 attempts) a poison event retries for
       // about 1+2+4+...+256+300 = 811 s before it is dead-lettered; 15 minutes lets that run its course (the
       // dead-letter alarm reports it) while a stuck aggregate still alarms within the quarter hour.
@@ -221,7 +225,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       key: "pendingBacklog",
       id: "PendingBacklogAlarm",
       description: `More than the threshold of outbox events are waiting to be published. ${RUNBOOK}`,
-      metric: gauge("PendingEvents"),
+      metric: gauge(METRIC.pendingEvents),
       threshold: thresholds.pendingEvents ?? 1000,
       comparison: GREATER_THAN_THRESHOLD,
       evaluationPeriods: gaugePeriods,
@@ -233,7 +237,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       description:
         "Outbox events were dead-lettered (SQS rejected them max-attempts times, or the row is malformed). They " +
         `stay parked until redriven or purged. ${RUNBOOK}`,
-      metric: gauge("DeadLetters"),
+      metric: gauge(METRIC.deadLetters),
       threshold: 0,
       comparison: GREATER_THAN_THRESHOLD,
       evaluationPeriods: 1,
@@ -245,7 +249,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       description:
         "The relay dead-lettered outbox events in the last minute. Pages for each new dead letter: DeadLetters " +
         `above stays in ALARM while any is kept, so it says nothing about the second one. ${RUNBOOK}`,
-      metric: subjects.metric("EventsDeadLettered", "relay", { statistic: "Sum", period: MINUTE }),
+      metric: subjects.metric(METRIC.eventsDeadLettered, "relay", { statistic: "Sum", period: MINUTE }),
       threshold: 0,
       comparison: GREATER_THAN_THRESHOLD,
       evaluationPeriods: 1,
@@ -256,7 +260,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       key: "blockedAggregates",
       id: "BlockedAggregatesAlarm",
       description: `Strict order: aggregates are blocked behind a dead letter and publish nothing. ${RUNBOOK}`,
-      metric: gauge("BlockedAggregates"),
+      metric: gauge(METRIC.blockedAggregates),
       threshold: 0,
       comparison: GREATER_THAN_THRESHOLD,
       evaluationPeriods: 1,
@@ -341,8 +345,8 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
         "new password was refused. The old password keeps working until a rotation half-completes; then the " +
         `relay's RelayErrors alarm follows. ${RUNBOOK}`,
       metric: new cloudwatch.Metric({
-        namespace: "AWS/Lambda",
-        metricName: "Errors",
+        namespace: AWS_METRIC.lambdaNamespace,
+        metricName: AWS_METRIC.lambdaErrors,
         dimensionsMap: { FunctionName: subjects.rotationFunctionName },
         statistic: "Sum",
         period: Duration.minutes(5),

@@ -11,6 +11,8 @@ import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
+import { INBOX_METRIC } from "../functions/shared/observe/metricNames.ts";
+import { METRICS_SETTINGS } from "../functions/shared/observe/settings.ts";
 import { consumerAlarmTable, createAlarmsFrom } from "./alarms.ts";
 import {
   acknowledgeVpcNetworkInterfaces,
@@ -207,8 +209,8 @@ export class OutboxConsumer extends Construct {
       // trace (InboxEvent.trace). The role gets xray:PutTraceSegments/PutTelemetryRecords with it.
       tracing: lambda.Tracing.ACTIVE,
       environment: {
-        POWERTOOLS_METRICS_NAMESPACE: metricsNamespace,
-        POWERTOOLS_SERVICE_NAME: serviceName,
+        [METRICS_SETTINGS.namespace.env]: metricsNamespace,
+        [METRICS_SETTINGS.serviceName.env]: serviceName,
         ...props.environment,
         NODE_OPTIONS: nodeOptions,
       },
@@ -249,7 +251,7 @@ export class OutboxConsumer extends Construct {
         deadLetterQueue: this.deadLetterQueue,
         failedRecords: new cloudwatch.Metric({
           namespace: metricsNamespace,
-          metricName: "InboxRecordsFailed",
+          metricName: INBOX_METRIC.failed,
           dimensionsMap: { service: serviceName },
           statistic: "Sum",
           period: Duration.minutes(5),

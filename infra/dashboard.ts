@@ -1,6 +1,7 @@
 import { Duration } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import type { Construct } from "constructs";
+import { METRIC, type MetricName } from "../functions/shared/observe/metricNames.ts";
 import type { AlarmSubjects } from "./alarms.ts";
 
 /** The outbox at a glance: backlog, throughput, latency, the Lambdas, the queue, and every alarm's state. */
@@ -11,10 +12,11 @@ export function createDashboard(
   alarms: cloudwatch.IAlarm[],
 ): cloudwatch.Dashboard {
   const { metricsRate, relayFunction, purgeFunction, queue, consumerDeadLetterQueue } = subjects;
-  const gauge = (name: string) =>
+  const gauge = (name: MetricName) =>
     subjects.metric(name, "purge", { statistic: "Maximum", period: metricsRate });
-  const perPurge = (name: string) => subjects.metric(name, "purge", { statistic: "Sum", period: purgeRate });
-  const relay = (name: string, statistic = "Sum") =>
+  const perPurge = (name: MetricName) =>
+    subjects.metric(name, "purge", { statistic: "Sum", period: purgeRate });
+  const relay = (name: MetricName, statistic = "Sum") =>
     subjects.metric(name, "relay", { statistic, period: Duration.minutes(1) });
   const width = 8;
   return new cloudwatch.Dashboard(scope, "Dashboard", {
@@ -24,18 +26,26 @@ export function createDashboard(
         new cloudwatch.GraphWidget({
           title: "Backlog (from the purge)",
           width,
-          left: [gauge("PendingEvents"), gauge("DeadLetters"), gauge("BlockedAggregates")],
-          right: [gauge("OldestPendingAgeSeconds")],
+          left: [gauge(METRIC.pendingEvents), gauge(METRIC.deadLetters), gauge(METRIC.blockedAggregates)],
+          right: [gauge(METRIC.oldestPendingAgeSeconds)],
         }),
         new cloudwatch.GraphWidget({
           title: "Relay throughput per minute",
           width,
-          left: [relay("EventsPublished"), relay("PublishFailures"), relay("EventsDeadLettered")],
+          left: [
+            relay(METRIC.eventsPublished),
+            relay(METRIC.publishFailures),
+            relay(METRIC.eventsDeadLettered),
+          ],
         }),
         new cloudwatch.GraphWidget({
           title: "Relay latency (ms)",
           width,
-          left: [relay("BatchDuration", "p95"), relay("PublishLag", "p95"), relay("PublishLag", "Maximum")],
+          left: [
+            relay(METRIC.batchDuration, "p95"),
+            relay(METRIC.publishLag, "p95"),
+            relay(METRIC.publishLag, "Maximum"),
+          ],
         }),
       ],
       [
@@ -53,8 +63,10 @@ export function createDashboard(
         new cloudwatch.GraphWidget({
           title: "Purge",
           width,
-          left: [perPurge("PurgedRows"), purgeFunction.metricErrors({ period: metricsRate })],
-          right: [subjects.metric("PurgeDuration", "purge", { statistic: "Maximum", period: purgeRate })],
+          left: [perPurge(METRIC.purgedRows), purgeFunction.metricErrors({ period: metricsRate })],
+          right: [
+            subjects.metric(METRIC.purgeDuration, "purge", { statistic: "Maximum", period: purgeRate }),
+          ],
         }),
       ],
       [

@@ -9,9 +9,13 @@ import {
   DEFAULT_EVENT_SOURCE,
   EVENTBRIDGE_MAX_REQUEST_BYTES,
 } from "../functions/shared/destinations/eventBridge/eventBridge.ts";
+import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "../functions/shared/destinations/sqs/limits.ts";
 
 export { SQS_MAX_MESSAGE_BYTES };
+
+const { queueUrl, eventBusName: bus, eventSource } = DESTINATION_SETTINGS;
+
 /** What an existing queue most likely has when nobody raised it: the attribute's default. */
 export const SQS_DEFAULT_MESSAGE_BYTES = 262_144;
 
@@ -67,7 +71,7 @@ export function createDestination(scope: Construct, props: DestinationProps): De
       kind: "eventbridge",
       eventBus: target,
       // The ARN, not the name: it also names a bus in another account.
-      environment: { OUTBOX_EVENT_BUS_NAME: target.eventBusArn, OUTBOX_EVENT_SOURCE: source },
+      environment: { [bus.env]: target.eventBusArn, [eventSource.env]: source },
       defaultMaxMessageBytes: EVENTBRIDGE_MAX_REQUEST_BYTES,
     };
   }
@@ -81,7 +85,7 @@ export function createDestination(scope: Construct, props: DestinationProps): De
     return {
       kind: "sqs-fifo",
       queue: target,
-      environment: { OUTBOX_QUEUE_URL: target.queueUrl },
+      environment: { [queueUrl.env]: target.queueUrl },
       created: false,
       defaultMaxMessageBytes: SQS_DEFAULT_MESSAGE_BYTES,
     };
@@ -138,7 +142,7 @@ export function createDestination(scope: Construct, props: DestinationProps): De
   return {
     kind: "sqs-fifo",
     queue,
-    environment: { OUTBOX_QUEUE_URL: queue.queueUrl },
+    environment: { [queueUrl.env]: queue.queueUrl },
     consumerDeadLetterQueue: dlq,
     created: true,
     defaultMaxMessageBytes: SQS_MAX_MESSAGE_BYTES,

@@ -2,7 +2,9 @@ import { createHash } from "node:crypto";
 import { Aws, Fn, Stack, Token } from "aws-cdk-lib";
 import type { IConstruct } from "constructs";
 
-export const DEFAULT_METRICS_NAMESPACE = "OutboxRelay";
+import { DEFAULT_METRICS_NAMESPACE } from "../functions/shared/observe/settings.ts";
+
+export { DEFAULT_METRICS_NAMESPACE };
 
 /**
  * The prefix of one instance's Powertools service names, and so of the `service` dimension its metrics and

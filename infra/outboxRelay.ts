@@ -12,7 +12,12 @@ import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct, type IDependable } from "constructs";
-import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay/engine.ts";
+import { DATABASE_SETTINGS } from "../functions/shared/db/settings.ts";
+import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
+import { METRICS_SETTINGS } from "../functions/shared/observe/settings.ts";
+import { OUTBOX_LOCATION_SETTINGS } from "../functions/shared/outbox/names.ts";
+import { PURGE_SETTINGS } from "../functions/shared/purge/settings.ts";
+import { RELAY_SETTINGS } from "../functions/shared/relay/settings.ts";
 import { checkIntegerOption } from "../functions/shared/util/env.ts";
 import { createAlarms, type OutboxAlarmThresholds } from "./alarms.ts";
 import { alarmTopic } from "./alarmTopic.ts";
@@ -25,6 +30,7 @@ import {
   restrictSendToRelay,
   SQS_MAX_MESSAGE_BYTES,
 } from "./destination.ts";
+import { environmentOf } from "./environment.ts";
 import {
   executionRole,
   type FunctionPlacement,
@@ -105,7 +111,7 @@ export interface OutboxDatabaseProps {
   readonly rotationFunctionName?: string;
 }
 
-/** Relay tuning; unset values keep the handler's defaults (functions/shared/relay.ts, relayConfig.ts). */
+/** Relay tuning; unset values keep the handler's defaults (RELAY_SETTINGS, functions/shared/relay/settings.ts). */
 export interface OutboxRelayTuning {
   /** `dwell` (default) polls until the time budget ends; `drain` stops when nothing is claimable. */
   readonly mode?: "dwell" | "drain";
@@ -164,7 +170,10 @@ export interface OutboxPurgeProps {
   readonly batchSize?: number;
   /** Default 5 minutes, or the schedule's interval if that is shorter. */
   readonly timeout?: Duration;
-  /** Default 10 000: stop starting DELETE batches this long before the deadline. */
+  /**
+   * Default 10 000, the purge's own (functions/shared/purge/settings.ts says why): stop starting DELETE batches
+   * this long (plus one statement timeout) before the deadline.
+   */
   readonly budgetMarginMs?: number;
   /** Default: nothing reserved (see the relay's). `true` reserves 2: a purge and a snapshot may overlap. */
   readonly reservedConcurrency?: number | boolean;
@@ -363,7 +372,7 @@ export class OutboxRelay extends Construct {
         memorySize: 256,
         environment: {
           ...this.#databaseEnv(migrationSecret),
-          POWERTOOLS_SERVICE_NAME: `${servicePrefix}-migrate`,
+          [METRICS_SETTINGS.serviceName.env]: `${servicePrefix}-migrate`,
         },
         // defaultMigrationsDir() looks for ./migrations beside the bundle (index.mjs).
         migrationsDir,
@@ -400,21 +409,26 @@ export class OutboxRelay extends Construct {
       throw new Error("OutboxRelay relay.maxMessageBytes applies only to a queue: a bus's limit is fixed");
     }
     const maxMessageBytes = tuning.maxMessageBytes ?? destination.defaultMaxMessageBytes;
+    const R = RELAY_SETTINGS;
     const batchMaxBytes = tuning.batchMaxBytes ?? DEFAULT_BATCH_MAX_BYTES;
-    const parallelRounds = tuning.parallelRounds ?? DEFAULT_RELAY_OPTIONS.parallelRounds;
-    checkIntegerOption("OutboxRelay relay.parallelRounds", parallelRounds, 1, 16);
-    checkIntegerOption("OutboxRelay relay.batchMaxBytes", batchMaxBytes, maxMessageBytes, 2 ** 31 - 1);
-    if (tuning.idlePollMinMs !== undefined) {
-      checkIntegerOption("OutboxRelay relay.idlePollMinMs", tuning.idlePollMinMs, 1, 60_000);
-    }
+    const parallelRounds = tuning.parallelRounds ?? R.parallelRounds.default;
+    const { min: minRounds, max: maxRounds } = R.parallelRounds;
+    checkIntegerOption("OutboxRelay relay.parallelRounds", parallelRounds, minRounds, maxRounds);
+    // At least one message: a round always loads its first row, whatever its size.
+    checkIntegerOption(
+      "OutboxRelay relay.batchMaxBytes",
+      batchMaxBytes,
+      maxMessageBytes,
+      R.batchMaxBytes.max,
+    );
     if (tuning.idlePollMaxMs !== undefined) {
-      const min = tuning.idlePollMinMs ?? DEFAULT_RELAY_OPTIONS.idlePollMinMs;
-      checkIntegerOption("OutboxRelay relay.idlePollMaxMs", tuning.idlePollMaxMs, min, 60_000);
+      const min = tuning.idlePollMinMs ?? R.idlePollMinMs.default;
+      checkIntegerOption("OutboxRelay relay.idlePollMaxMs", tuning.idlePollMaxMs, min, R.idlePollMaxMs.max);
     }
     const memory = relayMemory({
       batchMaxBytes,
       parallelRounds,
-      batchSize: tuning.batchSize ?? DEFAULT_RELAY_OPTIONS.batchSize,
+      batchSize: tuning.batchSize ?? R.batchSize.default,
       maxMessageBytes,
     });
     if (tuning.memorySize !== undefined && tuning.memorySize < memory.memoryMb) {
@@ -427,31 +441,35 @@ export class OutboxRelay extends Construct {
     const relayEnv: Record<string, string> = {
       ...this.#databaseEnv(relaySecret),
       ...destination.environment,
-      RELAY_MODE: tuning.mode ?? "dwell",
-      RELAY_MAX_DURATION_MS: String(timing.maxDurationMs),
-      RELAY_BUDGET_MARGIN_MS: String(budgetMarginMs),
-      // The queue's limit; a bus's is fixed (the relay refuses RELAY_MAX_MESSAGE_BYTES with a bus).
-      ...(destination.kind === "sqs-fifo" ? { RELAY_MAX_MESSAGE_BYTES: String(maxMessageBytes) } : {}),
-      // Always set: the memory below is derived from it.
-      RELAY_BATCH_MAX_BYTES: String(batchMaxBytes),
-      POWERTOOLS_SERVICE_NAME: this.relayServiceName,
-      POWERTOOLS_METRICS_NAMESPACE: this.metricsNamespace,
+      ...environmentOf("OutboxRelay", [
+        // Always written, though dwell is the handler's default too: the derived values below assume it.
+        ["relay.mode", R.mode, tuning.mode ?? R.mode.default],
+        // Derived here (relayTiming.ts): the Lambda timeout is sized from them.
+        ["relaySchedule", R.maxDurationMs, timing.maxDurationMs],
+        ["relay.budgetMarginMs", R.budgetMarginMs, budgetMarginMs],
+        // The queue's limit; a bus's is fixed (the relay refuses RELAY_MAX_MESSAGE_BYTES with a bus).
+        [
+          "relay.maxMessageBytes",
+          DESTINATION_SETTINGS.maxMessageBytes,
+          destination.kind === "sqs-fifo" ? maxMessageBytes : undefined,
+        ],
+        // Always set: the memory below is derived from it.
+        ["relay.batchMaxBytes", R.batchMaxBytes, batchMaxBytes],
+        ["relay.batchSize", R.batchSize, tuning.batchSize],
+        ["relay.concurrency", R.concurrency, tuning.concurrency],
+        ["relay.maxAttempts", R.maxAttempts, tuning.maxAttempts],
+        ["relay.backoffBaseMs", R.backoffBaseMs, tuning.backoffBaseMs],
+        ["relay.backoffMaxMs", R.backoffMaxMs, tuning.backoffMaxMs],
+        ["relay.strictOrder", R.strictOrder, tuning.strictOrder],
+        ["relay.publishTimeoutMs", R.publishTimeoutMs, tuning.publishTimeoutMs],
+        ["relay.statementTimeoutMs", R.statementTimeoutMs, tuning.statementTimeoutMs],
+        ["relay.parallelRounds", R.parallelRounds, tuning.parallelRounds],
+        ["relay.idlePollMinMs", R.idlePollMinMs, tuning.idlePollMinMs],
+        ["relay.idlePollMaxMs", R.idlePollMaxMs, tuning.idlePollMaxMs],
+        ["relay.listen", R.listen, tuning.listen],
+      ]),
+      ...this.#metricsEnv(this.relayServiceName),
     };
-    const optional: [string, number | boolean | undefined][] = [
-      ["RELAY_BATCH_SIZE", tuning.batchSize],
-      ["RELAY_CONCURRENCY", tuning.concurrency],
-      ["RELAY_MAX_ATTEMPTS", tuning.maxAttempts],
-      ["RELAY_BACKOFF_BASE_MS", tuning.backoffBaseMs],
-      ["RELAY_BACKOFF_MAX_MS", tuning.backoffMaxMs],
-      ["RELAY_STRICT_ORDER", tuning.strictOrder],
-      ["RELAY_PUBLISH_TIMEOUT_MS", tuning.publishTimeoutMs],
-      ["RELAY_STATEMENT_TIMEOUT_MS", tuning.statementTimeoutMs],
-      ["RELAY_PARALLEL_ROUNDS", tuning.parallelRounds],
-      ["RELAY_IDLE_POLL_MIN_MS", tuning.idlePollMinMs],
-      ["RELAY_IDLE_POLL_MAX_MS", tuning.idlePollMaxMs],
-      ["RELAY_LISTEN", tuning.listen],
-    ];
-    for (const [name, value] of optional) if (value !== undefined) relayEnv[name] = String(value);
 
     const { role: relayRole, logGroup: relayLogs } = executionRole(this, "Relay", placement);
     grantSecretRead(this, relayRole, relaySecret);
@@ -489,19 +507,28 @@ export class OutboxRelay extends Construct {
     const purgeRate = wholeMinutes(purge.schedule ?? Duration.hours(1), "purge.schedule");
     const metricsRate = wholeMinutes(purge.metricsSchedule ?? Duration.minutes(1), "purge.metricsSchedule");
     const purgeSecret = db.purgeSecret ?? database.secret;
+    const P = PURGE_SETTINGS;
     const purgeEnv: Record<string, string> = {
       ...this.#databaseEnv(purgeSecret),
-      PURGE_RETENTION_HOURS: String(wholeHours(purge.retention ?? Duration.hours(168), "purge.retention")),
-      PURGE_BATCH_SIZE: String(purge.batchSize ?? 5000),
-      PURGE_BUDGET_MARGIN_MS: String(purge.budgetMarginMs ?? 10_000),
-      POWERTOOLS_SERVICE_NAME: this.purgeServiceName,
-      POWERTOOLS_METRICS_NAMESPACE: this.metricsNamespace,
+      ...environmentOf("OutboxRelay", [
+        // Written though they are the handler's defaults, so the console shows what the purge keeps.
+        [
+          "purge.retention",
+          P.retentionHours,
+          wholeHours(purge.retention ?? Duration.hours(P.retentionHours.default), "purge.retention"),
+        ],
+        ["purge.batchSize", P.batchSize, purge.batchSize ?? P.batchSize.default],
+        ["purge.budgetMarginMs", P.budgetMarginMs, purge.budgetMarginMs],
+        [
+          "purge.deadLetterRetention",
+          P.deadLetterRetentionHours,
+          purge.deadLetterRetention === undefined
+            ? undefined
+            : wholeHours(purge.deadLetterRetention, "purge.deadLetterRetention"),
+        ],
+      ]),
+      ...this.#metricsEnv(this.purgeServiceName),
     };
-    if (purge.deadLetterRetention !== undefined) {
-      purgeEnv.PURGE_DEAD_LETTER_RETENTION_HOURS = String(
-        wholeHours(purge.deadLetterRetention, "purge.deadLetterRetention"),
-      );
-    }
     if (typeof purge.reservedConcurrency === "number") {
       checkIntegerOption("OutboxRelay purge.reservedConcurrency", purge.reservedConcurrency, 1, 1000);
     }
@@ -627,10 +654,20 @@ export class OutboxRelay extends Construct {
     // The ARN only: the Lambdas fetch the secret at run time (and again after a rotation); no credential is
     // ever placed in an environment variable.
     return {
-      DATABASE_SECRET_ARN: secret.secretArn,
-      ...(p.database.databaseName === undefined ? {} : { DATABASE_NAME: p.database.databaseName }),
-      ...(p.outboxSchema === undefined ? {} : { OUTBOX_SCHEMA: p.outboxSchema }),
-      ...(p.outboxTable === undefined ? {} : { OUTBOX_TABLE: p.outboxTable }),
+      [DATABASE_SETTINGS.secretArn.env]: secret.secretArn,
+      ...environmentOf("OutboxRelay", [
+        ["database.databaseName", DATABASE_SETTINGS.name, p.database.databaseName],
+        ["outboxSchema", OUTBOX_LOCATION_SETTINGS.schema, p.outboxSchema],
+        ["outboxTable", OUTBOX_LOCATION_SETTINGS.table, p.outboxTable],
+      ]),
+    };
+  }
+
+  /** Powertools' service name (the metrics' `service` dimension) and the metrics' namespace. */
+  #metricsEnv(serviceName: string): Record<string, string> {
+    return {
+      [METRICS_SETTINGS.serviceName.env]: serviceName,
+      [METRICS_SETTINGS.namespace.env]: this.metricsNamespace,
     };
   }
 }

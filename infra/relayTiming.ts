@@ -1,8 +1,9 @@
 import { DEFAULT_RELAY_OPTIONS, roundReserveMs } from "../functions/shared/relay/engine.ts";
+import { RELAY_SETTINGS } from "../functions/shared/relay/settings.ts";
 import { checkIntegerOption } from "../functions/shared/util/env.ts";
 
-/** The relay handler's default `RELAY_BUDGET_MARGIN_MS` (functions/shared/relayConfig.ts). */
-export const DEFAULT_BUDGET_MARGIN_MS = 5_000;
+/** The relay handler's default `RELAY_BUDGET_MARGIN_MS` (its settings table). */
+export const DEFAULT_BUDGET_MARGIN_MS: number = RELAY_SETTINGS.budgetMarginMs.default;
 
 /**
  * Time the handler needs besides the dwell loop: the `relay finished` log line, the summary, Powertools' flush.

@@ -3,6 +3,7 @@ import { readdir } from "node:fs/promises";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { defaultMigrationsDir } from "../functions/shared/db/migrate.ts";
 import { enqueue } from "../functions/shared/produce/enqueue.ts";
+import type { Env } from "../functions/shared/util/env.ts";
 import { LOCAL_AWS } from "../local/backends/awsEndpoint.ts";
 import { freePort } from "../local/backends/freePort.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakes/fakeSqs.ts";
@@ -14,8 +15,6 @@ import { createFifoQueue, receiveAll, sqsClient } from "./support/sqs.ts";
 const CLI = new URL("../cli/outbox.ts", import.meta.url).pathname;
 const db = useTestDatabase();
 const sqs = sqsClient();
-
-type Env = Record<string, string | undefined>;
 
 interface Run {
   code: number | null;

@@ -415,7 +415,7 @@ describe("purgeConfigFromEnv", () => {
         statementTimeoutMs: 10_000,
         pausePercent: 100,
       },
-      budgetMarginMs: 5_000,
+      budgetMarginMs: 10_000,
     });
   });
 

@@ -1,12 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { beforeEach, describe, expect, inject, it } from "vitest";
+import type { Env } from "../functions/shared/util/env.ts";
 import { type DemoResult, printSummary } from "../local/demo/summary.ts";
 import { useTestDatabase } from "./support/db.ts";
 
 const START = new URL("../local/start.ts", import.meta.url).pathname;
 const db = useTestDatabase();
-
-type Env = Record<string, string | undefined>;
 
 /** `npm start` as a fresh shell would run it: no database, queue or AWS settings inherited from this one. */
 function spawnStart(args: string[], overrides: Env = {}, options: { ownProcessGroup?: boolean } = {}) {

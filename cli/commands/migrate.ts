@@ -1,7 +1,7 @@
 import { Command } from "commander";
-import { migrate } from "../../functions/shared/db/migrate.ts";
+import { MIGRATE_SETTINGS, migrate } from "../../functions/shared/db/migrate.ts";
 import { MIGRATE_QUERY_TIMEOUT_MS, openOutboxDatabase, outboxTargetFromEnv } from "../database.ts";
-import { addConnectionOptions, type ConnectionFlags, connectionEnv } from "../options.ts";
+import { addConnectionOptions, type ConnectionFlags, connectionEnv, flagHelp } from "../options.ts";
 import { print, printJson } from "../output.ts";
 
 interface MigrateFlags extends ConnectionFlags {
@@ -16,7 +16,7 @@ export function migrateCommand(): Command {
     )
     .option(
       "--migrations-dir <dir>",
-      "folder of NNNN_name.sql files (env OUTBOX_MIGRATIONS_DIR, default: the package's)",
+      `${flagHelp(MIGRATE_SETTINGS.migrationsDir, "folder of NNNN_name.sql files")}; default: the package's`,
     )
     .option("--json", "print the result as JSON")
     .action(async (flags: MigrateFlags) => {

@@ -1,7 +1,7 @@
 import { Command } from "commander";
 import { queryTimeoutFor } from "../../functions/shared/db/connection.ts";
 import { type PurgeSummary, runPurge } from "../../functions/shared/purge/purge.ts";
-import { purgeConfigFromEnv } from "../../functions/shared/purge/settings.ts";
+import { PURGE_SETTINGS, purgeConfigFromEnv } from "../../functions/shared/purge/settings.ts";
 import { openOutboxDatabase } from "../database.ts";
 import { EXIT_FAILURE } from "../errors.ts";
 import { createLogger, defaultLogFormat } from "../logger.ts";
@@ -10,6 +10,8 @@ import {
   type ConnectionFlags,
   connectionEnv,
   envWithFlags,
+  flagHelp,
+  integerFlag,
   integerIn,
 } from "../options.ts";
 import { escapeControl, print, printJson } from "../output.ts";
@@ -22,6 +24,8 @@ interface PurgeFlags extends ConnectionFlags {
   json?: boolean;
 }
 
+const P = PURGE_SETTINGS;
+
 export function purgeCommand(): Command {
   return addConnectionOptions(new Command("purge"))
     .description(
@@ -30,23 +34,23 @@ export function purgeCommand(): Command {
     )
     .option(
       "--retention-hours <h>",
-      "keep published rows this long (env PURGE_RETENTION_HOURS, default 168)",
-      integerIn(1, 87_600),
+      flagHelp(P.retentionHours, "keep published rows this long"),
+      integerFlag(P.retentionHours),
     )
     .option(
       "--dead-letter-retention-hours <h>",
-      "also delete dead letters older than this (env PURGE_DEAD_LETTER_RETENTION_HOURS; default: keep them)",
-      integerIn(1, 87_600),
+      `${flagHelp(P.deadLetterRetentionHours, "also delete dead letters older than this")}; default: keep them`,
+      integerFlag(P.deadLetterRetentionHours),
     )
-    .option("--batch-size <n>", "rows per DELETE (env PURGE_BATCH_SIZE, default 5000)", integerIn(1, 50_000))
+    .option("--batch-size <n>", flagHelp(P.batchSize), integerFlag(P.batchSize))
     .option("--max-seconds <s>", "stop starting batches after this long", integerIn(1, 86_400), 3_600)
     .option("--json", "print the summary as JSON")
     .action(async (flags: PurgeFlags) => {
       const config = purgeConfigFromEnv(
         envWithFlags(connectionEnv(flags), {
-          PURGE_RETENTION_HOURS: flags.retentionHours?.toString(),
-          PURGE_DEAD_LETTER_RETENTION_HOURS: flags.deadLetterRetentionHours?.toString(),
-          PURGE_BATCH_SIZE: flags.batchSize?.toString(),
+          [P.retentionHours.env]: flags.retentionHours?.toString(),
+          [P.deadLetterRetentionHours.env]: flags.deadLetterRetentionHours?.toString(),
+          [P.batchSize.env]: flags.batchSize?.toString(),
         }),
       );
       const database = await openOutboxDatabase(

@@ -1,19 +1,22 @@
 import { Command, Option } from "commander";
 import { queryTimeoutFor } from "../../functions/shared/db/connection.ts";
 import { createDestination } from "../../functions/shared/destinations/create.ts";
+import { DESTINATION_SETTINGS } from "../../functions/shared/destinations/setting.ts";
+import { isQueueUrl } from "../../functions/shared/destinations/sqs/queueUrl.ts";
 import { errorMessage } from "../../functions/shared/outbox/errors.ts";
-import {
-  DEFAULT_RELAY_OPTIONS,
-  type RelaySummary,
-  roundReserveMs,
-} from "../../functions/shared/relay/engine.ts";
+import { type RelaySummary, roundReserveMs } from "../../functions/shared/relay/engine.ts";
 import {
   checkDestination,
   destinationClientOptions,
   relayInvocation,
   relaySessions,
 } from "../../functions/shared/relay/invocation.ts";
-import { type RelayConfig, relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
+import {
+  RELAY_SETTINGS,
+  type RelayConfig,
+  relayConfigFromEnv,
+} from "../../functions/shared/relay/settings.ts";
+import type { Env } from "../../functions/shared/util/env.ts";
 import { openOutboxDatabase } from "../database.ts";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "../errors.ts";
 import { createLogger, defaultLogFormat, type LogFormat } from "../logger.ts";
@@ -21,8 +24,9 @@ import {
   addConnectionOptions,
   type ConnectionFlags,
   connectionEnv,
-  type Env,
   envWithFlags,
+  flagHelp,
+  integerFlag,
   integerIn,
 } from "../options.ts";
 import { escapeControl, print, printJson } from "../output.ts";
@@ -54,21 +58,18 @@ export interface RelayTotals {
   lastError?: string;
 }
 
+const R = RELAY_SETTINGS;
+const { queueUrl: queue, eventBusName: bus, eventSource: source } = DESTINATION_SETTINGS;
+
 export function relayCommand(): Command {
   return addConnectionOptions(new Command("relay"))
     .description(
       "Run the relay as a long-running process (local runs, containers, ECS): the Lambda's engine in a loop of " +
         "invocations. SIGTERM/SIGINT stop claiming; the round in progress finishes and records, no row stays locked.",
     )
-    .option("--queue-url <url>", "the SQS FIFO queue (env OUTBOX_QUEUE_URL)")
-    .option(
-      "--event-bus <name|arn>",
-      "publish to this EventBridge bus instead of a queue (env OUTBOX_EVENT_BUS_NAME)",
-    )
-    .option(
-      "--event-source <source>",
-      "the events' source on the bus (env OUTBOX_EVENT_SOURCE, default outbox-relay)",
-    )
+    .option("--queue-url <url>", flagHelp(queue, "the SQS FIFO queue"))
+    .option("--event-bus <name|arn>", flagHelp(bus, "publish to this EventBridge bus instead of a queue"))
+    .option("--event-source <source>", flagHelp(source, "the events' source on the bus"))
     .option(
       "--endpoint-url <url>",
       "SQS or EventBridge endpoint, e.g. LocalStack or moto (env AWS_ENDPOINT_URL_SQS / " +
@@ -76,24 +77,12 @@ export function relayCommand(): Command {
     )
     .option(
       "--drain",
-      "exit once nothing is claimable, instead of polling for new events (env RELAY_MODE=drain)",
+      `exit once nothing is claimable, instead of polling for new events (env ${R.mode.env}=drain)`,
     )
-    .option(
-      "--batch-size <n>",
-      `rows claimed per round (env RELAY_BATCH_SIZE, default ${DEFAULT_RELAY_OPTIONS.batchSize})`,
-      integerIn(1, 1000),
-    )
-    .option(
-      "--concurrency <n>",
-      `SendMessageBatch / PutEvents requests in flight per round (env RELAY_CONCURRENCY, default ${DEFAULT_RELAY_OPTIONS.concurrency})`,
-      integerIn(1, 100),
-    )
-    .option(
-      "--max-attempts <n>",
-      `rejected tries before a dead letter (env RELAY_MAX_ATTEMPTS, default ${DEFAULT_RELAY_OPTIONS.maxAttempts})`,
-      integerIn(1, 1000),
-    )
-    .option("--strict-order", "a dead letter blocks the rest of its aggregate (env RELAY_STRICT_ORDER)")
+    .option("--batch-size <n>", flagHelp(R.batchSize), integerFlag(R.batchSize))
+    .option("--concurrency <n>", flagHelp(R.concurrency), integerFlag(R.concurrency))
+    .option("--max-attempts <n>", flagHelp(R.maxAttempts), integerFlag(R.maxAttempts))
+    .option("--strict-order", flagHelp(R.strictOrder))
     .option(
       "--invocation-seconds <n>",
       "length of one relay invocation (as the scheduled Lambda's time budget); the next starts at once",
@@ -109,8 +98,8 @@ export function relayCommand(): Command {
     .option("--json", "print the final summary as JSON")
     .action(async (flags: RelayFlags) => {
       const env = relayEnv(flags);
-      if (env.OUTBOX_EVENT_BUS_NAME === undefined || env.OUTBOX_EVENT_BUS_NAME.trim() === "") {
-        checkQueueUrl(env.OUTBOX_QUEUE_URL);
+      if ((env[bus.env] ?? "").trim() === "") {
+        checkQueueUrl(env[queue.env]);
       }
       const config = relayConfigFromEnv(env);
       const endpoint =
@@ -124,7 +113,7 @@ export function relayCommand(): Command {
       if (invocationMs < reserveMs + 5_000) {
         throw new CliError(
           `--invocation-seconds ${flags.invocationSeconds} leaves no time for a round: one round reserves ` +
-            `${reserveMs} ms (RELAY_PUBLISH_TIMEOUT_MS + 3 x RELAY_STATEMENT_TIMEOUT_MS)`,
+            `${reserveMs} ms (${R.publishTimeoutMs.env} + 3 x ${R.statementTimeoutMs.env})`,
           EXIT_USAGE,
         );
       }
@@ -138,14 +127,14 @@ export function relayCommand(): Command {
 
 function relayEnv(flags: RelayFlags): Env {
   return envWithFlags(connectionEnv(flags), {
-    OUTBOX_QUEUE_URL: flags.queueUrl,
-    OUTBOX_EVENT_BUS_NAME: flags.eventBus,
-    OUTBOX_EVENT_SOURCE: flags.eventSource,
-    RELAY_MODE: flags.drain ? "drain" : undefined,
-    RELAY_BATCH_SIZE: flags.batchSize?.toString(),
-    RELAY_CONCURRENCY: flags.concurrency?.toString(),
-    RELAY_MAX_ATTEMPTS: flags.maxAttempts?.toString(),
-    RELAY_STRICT_ORDER: flags.strictOrder ? "true" : undefined,
+    [queue.env]: flags.queueUrl,
+    [bus.env]: flags.eventBus,
+    [source.env]: flags.eventSource,
+    [R.mode.env]: flags.drain ? "drain" : undefined,
+    [R.batchSize.env]: flags.batchSize?.toString(),
+    [R.concurrency.env]: flags.concurrency?.toString(),
+    [R.maxAttempts.env]: flags.maxAttempts?.toString(),
+    [R.strictOrder.env]: flags.strictOrder ? "true" : undefined,
   });
 }
 
@@ -153,13 +142,13 @@ function relayEnv(flags: RelayFlags): Env {
 function checkQueueUrl(queueUrl: string | undefined) {
   if (queueUrl === undefined || queueUrl.trim() === "") {
     throw new CliError(
-      "no destination: pass --queue-url (or set OUTBOX_QUEUE_URL) or --event-bus (or set OUTBOX_EVENT_BUS_NAME)",
+      `no destination: pass --queue-url (or set ${queue.env}) or --event-bus (or set ${bus.env})`,
       EXIT_USAGE,
     );
   }
-  if (!/^https?:\/\/[^/\s]+\/\S+$/.test(queueUrl.trim())) {
+  if (!isQueueUrl(queueUrl.trim())) {
     throw new CliError(
-      `--queue-url / OUTBOX_QUEUE_URL must be a queue URL like ` +
+      `--queue-url / ${queue.env} must be a queue URL like ` +
         `https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo, got ${JSON.stringify(queueUrl)}`,
       EXIT_USAGE,
     );

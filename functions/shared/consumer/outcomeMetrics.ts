@@ -1,3 +1,4 @@
+import { INBOX_METRIC } from "../observe/metricNames.ts";
 import { errorMessage } from "../outbox/errors.ts";
 import type { InboxLogger } from "./inboxLogger.ts";
 
@@ -14,14 +15,7 @@ export interface InboxMetrics {
 }
 
 /** Metric names by outcome: `InboxRecords` + the status. The construct alarms on InboxRecordsFailed. */
-export const OUTCOME_METRIC: Record<OutcomeStatus, string> = {
-  processed: "InboxRecordsProcessed",
-  duplicate: "InboxRecordsDuplicate",
-  stale: "InboxRecordsStale",
-  ignored: "InboxRecordsIgnored",
-  failed: "InboxRecordsFailed",
-  skipped: "InboxRecordsSkipped",
-};
+export const OUTCOME_METRIC: Record<OutcomeStatus, string> = INBOX_METRIC;
 
 /**
  * One EMF line per invocation with every outcome's count, zeros included: a zero is a data point, so an alarm

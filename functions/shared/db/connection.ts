@@ -2,9 +2,13 @@ import { readFileSync } from "node:fs";
 import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import pg from "pg";
 import { ConfigError } from "../outbox/errors.ts";
-import { integer, oneOf, optionalString } from "../util/env.ts";
+import type { Env } from "../util/env.ts";
+import { readChoice, readInteger, readText } from "../util/settings.ts";
 import type { SessionClient, SessionPool } from "./session.ts";
+import { DATABASE_SETTINGS, LAMBDA_CA_BUNDLE } from "./settings.ts";
 import { isAuthenticationFailure } from "./sqlstate.ts";
+
+export { LAMBDA_CA_BUNDLE };
 
 /**
  * Where the database credentials come from: a URL (local runs, tests, CLI), or a Secrets Manager secret in the
@@ -23,49 +27,38 @@ export type DatabaseSource =
       ttlMs: number;
     };
 
-/**
- * The Lambda Node.js runtimes (20 and later) ship every Amazon root CA, RDS's included, in this file but no
- * longer load it at start (it slowed cold starts). We read it for the database connection only.
- */
-export const LAMBDA_CA_BUNDLE = "/var/runtime/ca-cert.pem";
-
-type Env = Record<string, string | undefined>;
-
 export function databaseSourceFromEnv(env: Env): DatabaseSource {
-  const url = optionalString(env, "DATABASE_URL");
-  const secretArn = optionalString(env, "DATABASE_SECRET_ARN");
+  const s = DATABASE_SETTINGS;
+  const url = readText(env, s.url);
+  const secretArn = readText(env, s.secretArn);
   if (url !== undefined && secretArn !== undefined) {
-    throw new ConfigError("set either DATABASE_URL or DATABASE_SECRET_ARN, not both");
+    throw new ConfigError(`set either ${s.url.env} or ${s.secretArn.env}, not both`);
   }
   if (url !== undefined) {
     if (!/^postgres(ql)?:\/\//.test(url))
-      throw new ConfigError("DATABASE_URL must start with postgres:// or postgresql://");
+      throw new ConfigError(`${s.url.env} must start with postgres:// or postgresql://`);
     return {
       kind: "url",
       url,
       tls: urlSaysTls(url) ? "from-url" : "verify-full",
-      caFile: caFileFromEnv(env),
+      caFile: readText(env, s.caFile),
     };
   }
   if (secretArn !== undefined) {
     if (!secretArn.startsWith("arn:"))
-      throw new ConfigError("DATABASE_SECRET_ARN must be a Secrets Manager secret ARN");
-    const database = optionalString(env, "DATABASE_NAME");
+      throw new ConfigError(`${s.secretArn.env} must be a Secrets Manager secret ARN`);
+    const database = readText(env, s.name);
     return {
       kind: "secret",
       secretArn,
       ...(database === undefined ? {} : { database }),
       // `disable` exists for local servers without TLS; never for a database reached over a network.
-      tls: oneOf(env, "DATABASE_SSLMODE", ["verify-full", "disable"], "verify-full"),
-      caFile: caFileFromEnv(env),
-      ttlMs: integer(env, "DATABASE_SECRET_TTL_SECONDS", 900, 0, 86_400) * 1000,
+      tls: readChoice(env, s.sslmode),
+      caFile: readText(env, s.caFile),
+      ttlMs: readInteger(env, s.secretTtlSeconds) * 1000,
     };
   }
-  throw new ConfigError("set DATABASE_URL (postgres://user:password@host:5432/db) or DATABASE_SECRET_ARN");
-}
-
-function caFileFromEnv(env: Env): string {
-  return optionalString(env, "DATABASE_CA_FILE") ?? LAMBDA_CA_BUNDLE;
+  throw new ConfigError(`set ${s.url.env} (postgres://user:password@host:5432/db) or ${s.secretArn.env}`);
 }
 
 /**

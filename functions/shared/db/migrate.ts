@@ -5,6 +5,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MigrationError } from "../outbox/errors.ts";
 import { type OutboxLocation, type OutboxNames, outboxNames, quoteIdent } from "../outbox/names.ts";
+import { readText, textSetting } from "../util/settings.ts";
 import { sleep } from "../util/sleep.ts";
 import { type Queryable, type SessionClient, type SessionPool, withTransaction } from "./session.ts";
 import { isLockNotAvailable } from "./sqlstate.ts";
@@ -52,6 +53,15 @@ export function refuseUnsupportedServer(versionNum: number, version: string): vo
   );
 }
 
+/** The migrations' one setting of their own; the database and the outbox's location have their tables. */
+export const MIGRATE_SETTINGS = {
+  migrationsDir: textSetting({
+    env: "OUTBOX_MIGRATIONS_DIR",
+    default: undefined,
+    doc: "folder of NNNN_name.sql files; unset: the package's own migrations/",
+  }),
+} as const;
+
 const FILE_NAME = /^\d{4}_[a-z0-9_]+\.sql$/;
 const FIRST_MIGRATION = "0001_outbox_events.sql";
 
@@ -61,8 +71,9 @@ const FIRST_MIGRATION = "0001_outbox_events.sql";
  * Lambda bundle with the folder copied beside it.
  */
 export function defaultMigrationsDir(): string {
-  const configured = process.env.OUTBOX_MIGRATIONS_DIR;
-  if (configured !== undefined && configured !== "") return configured;
+  const { migrationsDir } = MIGRATE_SETTINGS;
+  const configured = readText(process.env, migrationsDir);
+  if (configured !== undefined) return configured;
   let dir = dirname(fileURLToPath(import.meta.url));
   for (let level = 0; level < 6; level++) {
     const candidate = join(dir, "migrations");
@@ -70,7 +81,7 @@ export function defaultMigrationsDir(): string {
     dir = dirname(dir);
   }
   throw new MigrationError(
-    `migrations folder (with ${FIRST_MIGRATION}) not found above ${fileURLToPath(import.meta.url)}; set OUTBOX_MIGRATIONS_DIR`,
+    `migrations folder (with ${FIRST_MIGRATION}) not found above ${fileURLToPath(import.meta.url)}; set ${migrationsDir.env}`,
   );
 }
 

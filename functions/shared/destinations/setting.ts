@@ -1,7 +1,9 @@
 import { ConfigError, ValidationError } from "../outbox/errors.ts";
-import { integer, optionalString } from "../util/env.ts";
+import type { Env } from "../util/env.ts";
+import { integerSetting, isSet, readInteger, readText, textSetting } from "../util/settings.ts";
 import { checkSource, DEFAULT_EVENT_SOURCE } from "./eventBridge/eventBridge.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "./sqs/limits.ts";
+import { isQueueUrl } from "./sqs/queueUrl.ts";
 
 export interface SqsFifoSetting {
   kind: "sqs-fifo";
@@ -20,12 +22,38 @@ export interface EventBridgeSetting {
 /** Where one relay (one outbox table) publishes: exactly one SQS FIFO queue or one EventBridge bus. */
 export type DestinationSetting = SqsFifoSetting | EventBridgeSetting;
 
-type Env = Record<string, string | undefined>;
-
 /** A bus name (letters, digits, `.`, `-`, `_`, `/`; 1-256) or a bus ARN, e.g. another account's bus. */
 const BUS_NAME = /^[/.\-_A-Za-z0-9]{1,256}$/;
 const BUS_ARN = /^arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus\/[/.\-_A-Za-z0-9]{1,256}$/;
-const QUEUE_URL = /^https?:\/\/[^/\s]+\/\S+$/;
+
+/**
+ * Where the relay publishes, as its environment says: exactly one of the queue and the bus, each with the one
+ * option that applies to it (the rules are destinationSettingFromEnv's).
+ */
+export const DESTINATION_SETTINGS = {
+  queueUrl: textSetting({
+    env: "OUTBOX_QUEUE_URL",
+    default: undefined,
+    doc: "the SQS FIFO queue the relay publishes to (or OUTBOX_EVENT_BUS_NAME, not both)",
+  }),
+  maxMessageBytes: integerSetting({
+    env: "RELAY_MAX_MESSAGE_BYTES",
+    default: SQS_MAX_MESSAGE_BYTES,
+    min: 1024,
+    max: SQS_MAX_MESSAGE_BYTES,
+    doc: "the queue's MaximumMessageSize: bigger events are dead-lettered, not sent (queue only)",
+  }),
+  eventBusName: textSetting({
+    env: "OUTBOX_EVENT_BUS_NAME",
+    default: undefined,
+    doc: "the EventBridge bus (name or ARN) the relay publishes to (or OUTBOX_QUEUE_URL, not both)",
+  }),
+  eventSource: textSetting({
+    env: "OUTBOX_EVENT_SOURCE",
+    default: DEFAULT_EVENT_SOURCE,
+    doc: "the events' source on the bus (bus only; not aws.-prefixed)",
+  }),
+} as const;
 
 /**
  * Reads the destination: `OUTBOX_QUEUE_URL` (SQS FIFO, with the optional `RELAY_MAX_MESSAGE_BYTES`) or
@@ -34,46 +62,38 @@ const QUEUE_URL = /^https?:\/\/[^/\s]+\/\S+$/;
  * cold start. A setting that applies only to the other destination is an error too, not silently ignored.
  */
 export function destinationSettingFromEnv(env: Env): DestinationSetting {
-  const queueUrl = optionalString(env, "OUTBOX_QUEUE_URL");
-  const eventBusName = optionalString(env, "OUTBOX_EVENT_BUS_NAME");
+  const {
+    queueUrl: queue,
+    eventBusName: bus,
+    eventSource: source,
+    maxMessageBytes: size,
+  } = DESTINATION_SETTINGS;
+  const queueUrl = readText(env, queue);
+  const eventBusName = readText(env, bus);
   if (queueUrl !== undefined && eventBusName !== undefined) {
     throw new ConfigError(
-      "OUTBOX_QUEUE_URL and OUTBOX_EVENT_BUS_NAME are both set; set exactly one: the SQS FIFO queue or the " +
+      `${queue.env} and ${bus.env} are both set; set exactly one: the SQS FIFO queue or the ` +
         "EventBridge bus this relay publishes to",
     );
   }
   if (eventBusName !== undefined) {
-    if (optionalString(env, "RELAY_MAX_MESSAGE_BYTES") !== undefined) {
+    if (isSet(env, size)) {
       throw new ConfigError(
-        "RELAY_MAX_MESSAGE_BYTES applies only to an SQS queue (OUTBOX_QUEUE_URL); an EventBridge bus's limit is fixed",
+        `${size.env} applies only to an SQS queue (${queue.env}); an EventBridge bus's limit is fixed`,
       );
     }
-    return eventBridgeSetting(
-      eventBusName,
-      optionalString(env, "OUTBOX_EVENT_SOURCE") ?? DEFAULT_EVENT_SOURCE,
-      "OUTBOX_EVENT_BUS_NAME",
-      "OUTBOX_EVENT_SOURCE",
-    );
+    return eventBridgeSetting(eventBusName, readText(env, source), bus.env, source.env);
   }
   if (queueUrl === undefined) {
     throw new ConfigError(
-      "neither OUTBOX_QUEUE_URL nor OUTBOX_EVENT_BUS_NAME is set; set exactly one: the SQS FIFO queue or the " +
+      `neither ${queue.env} nor ${bus.env} is set; set exactly one: the SQS FIFO queue or the ` +
         "EventBridge bus this relay publishes to",
     );
   }
-  if (optionalString(env, "OUTBOX_EVENT_SOURCE") !== undefined) {
-    throw new ConfigError(
-      "OUTBOX_EVENT_SOURCE applies only to an EventBridge bus (OUTBOX_EVENT_BUS_NAME); unset it",
-    );
+  if (isSet(env, source)) {
+    throw new ConfigError(`${source.env} applies only to an EventBridge bus (${bus.env}); unset it`);
   }
-  const maxMessageBytes = integer(
-    env,
-    "RELAY_MAX_MESSAGE_BYTES",
-    SQS_MAX_MESSAGE_BYTES,
-    1024,
-    SQS_MAX_MESSAGE_BYTES,
-  );
-  return sqsFifoSetting(queueUrl, maxMessageBytes, "OUTBOX_QUEUE_URL");
+  return sqsFifoSetting(queueUrl, readInteger(env, size), queue.env);
 }
 
 export function sqsFifoSetting(
@@ -81,7 +101,7 @@ export function sqsFifoSetting(
   maxMessageBytes: number = SQS_MAX_MESSAGE_BYTES,
   variable = "queueUrl",
 ): SqsFifoSetting {
-  if (!QUEUE_URL.test(queueUrl)) {
+  if (!isQueueUrl(queueUrl)) {
     throw new ConfigError(
       `${variable} must be an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>.fifo), got ${JSON.stringify(queueUrl)}`,
     );

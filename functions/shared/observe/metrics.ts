@@ -1,7 +1,10 @@
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { PurgeSummary } from "../purge/purge.ts";
 import type { RoundReport } from "../relay/engine.ts";
-import { integer, optionalString } from "../util/env.ts";
+import type { Env } from "../util/env.ts";
+import { readInteger, readText } from "../util/settings.ts";
+import { METRIC } from "./metricNames.ts";
+import { DEFAULT_METRICS_EVENT_TYPES, METRICS_SETTINGS } from "./settings.ts";
 import type { OutboxSnapshot } from "./sql/outboxSnapshot.ts";
 
 /**
@@ -10,47 +13,17 @@ import type { OutboxSnapshot } from "./sql/outboxSnapshot.ts";
  * metric with its unit, dimensions and the alarms it drives.
  */
 
-export const DEFAULT_METRICS_NAMESPACE = "OutboxRelay";
-
-/** The names the CDK alarms and dashboards are written against: rename only together with them. */
-export const METRIC = {
-  pendingEvents: "PendingEvents",
-  oldestPendingAgeSeconds: "OldestPendingAgeSeconds",
-  deadLetters: "DeadLetters",
-  blockedAggregates: "BlockedAggregates",
-  purgedRows: "PurgedRows",
-  purgeDuration: "PurgeDuration",
-  eventsPublished: "EventsPublished",
-  publishFailures: "PublishFailures",
-  eventsDeadLettered: "EventsDeadLettered",
-  batchDuration: "BatchDuration",
-  publishLag: "PublishLag",
-  snapshotErrors: "SnapshotErrors",
-  purgeErrors: "PurgeErrors",
-  failedRounds: "FailedRounds",
-} as const;
-
 /** The extra dimension of the per-event-type PublishFailures. */
 export const EVENT_TYPE_DIMENSION = "eventType";
 
 /** The eventType value under which the failures of the types beyond the top N are summed. */
 export const OTHER_EVENT_TYPES = "other";
 
-/**
- * Per-event-type lines per window at most (RELAY_METRICS_EVENT_TYPES). Each distinct eventType value is a custom
- * metric of its own, billed per metric-hour it appears in: a producer with thousands of event types failing
- * together would otherwise create thousands of metrics. The N types with the most failures in the window keep
- * their own line, the rest are summed under eventType "other".
- */
-export const DEFAULT_METRICS_EVENT_TYPES = 10;
-
-type Env = Record<string, string | undefined>;
-
 /** Namespace from POWERTOOLS_METRICS_NAMESPACE, service dimension from POWERTOOLS_SERVICE_NAME. */
 export function createMetrics(env: Env, defaultServiceName: string): Metrics {
   return new Metrics({
-    namespace: optionalString(env, "POWERTOOLS_METRICS_NAMESPACE") ?? DEFAULT_METRICS_NAMESPACE,
-    serviceName: optionalString(env, "POWERTOOLS_SERVICE_NAME") ?? defaultServiceName,
+    namespace: readText(env, METRICS_SETTINGS.namespace),
+    serviceName: readText(env, METRICS_SETTINGS.serviceName) ?? defaultServiceName,
   });
 }
 
@@ -90,7 +63,7 @@ const LAG_SAMPLES_PER_WINDOW = 99;
 
 /** The relay's metrics settings from its environment (read once, at cold start). */
 export function relayMetricsOptionsFromEnv(env: Env): RelayMetricsOptions {
-  return { maxEventTypes: integer(env, "RELAY_METRICS_EVENT_TYPES", DEFAULT_METRICS_EVENT_TYPES, 0, 100) };
+  return { maxEventTypes: readInteger(env, METRICS_SETTINGS.maxEventTypes) };
 }
 
 export interface RelayMetricsOptions {

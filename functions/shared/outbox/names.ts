@@ -1,4 +1,5 @@
-import { optionalString } from "../util/env.ts";
+import { type Env, optionalString } from "../util/env.ts";
+import { textSetting } from "../util/settings.ts";
 import { ConfigError } from "./errors.ts";
 
 /**
@@ -41,10 +42,19 @@ export function validateIdentifier(field: string, value: string): string {
   return value;
 }
 
-/** OUTBOX_SCHEMA and OUTBOX_TABLE, as every entry point (Lambdas, CLI) reads them; unset keeps the default. */
-export function outboxLocationFromEnv(env: Record<string, string | undefined>): OutboxLocation {
-  const schema = optionalString(env, "OUTBOX_SCHEMA");
-  const table = optionalString(env, "OUTBOX_TABLE");
+/** Where the outbox lives, for every entry point (the Lambdas, the CLI, the construct's migrations). */
+export const OUTBOX_LOCATION_SETTINGS = {
+  schema: textSetting({ env: "OUTBOX_SCHEMA", default: DEFAULT_SCHEMA, doc: "schema of the outbox table" }),
+  table: textSetting({ env: "OUTBOX_TABLE", default: DEFAULT_TABLE, doc: "the outbox table" }),
+} as const;
+
+/**
+ * OUTBOX_SCHEMA and OUTBOX_TABLE, as every entry point reads them. Unset stays unset (outboxNames applies the
+ * defaults), and the names are validated there, where they meet SQL.
+ */
+export function outboxLocationFromEnv(env: Env): OutboxLocation {
+  const schema = optionalString(env, OUTBOX_LOCATION_SETTINGS.schema.env);
+  const table = optionalString(env, OUTBOX_LOCATION_SETTINGS.table.env);
   return { ...(schema === undefined ? {} : { schema }), ...(table === undefined ? {} : { table }) };
 }
 

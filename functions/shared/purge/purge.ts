@@ -60,14 +60,21 @@ export interface PurgeSummary {
 
 export const MAX_RETENTION_HOURS = 87_600; // ten years
 
+/** The accepted range of each numeric option, from code or from the environment (settings.ts's table). */
+export const PURGE_OPTION_LIMITS = {
+  retentionHours: { min: 1, max: MAX_RETENTION_HOURS },
+  deadLetterRetentionHours: { min: 1, max: MAX_RETENTION_HOURS },
+  batchSize: { min: 1, max: 50_000 },
+  statementTimeoutMs: { min: 100, max: 900_000 },
+  pausePercent: { min: 0, max: 1_000 },
+} as const satisfies Partial<Record<keyof PurgeOptions, { min: number; max: number }>>;
+
 export function validatePurgeOptions(options: PurgeOptions): PurgeOptions {
-  checkIntegerOption("retentionHours", options.retentionHours, 1, MAX_RETENTION_HOURS);
-  if (options.deadLetterRetentionHours !== null) {
-    checkIntegerOption("deadLetterRetentionHours", options.deadLetterRetentionHours, 1, MAX_RETENTION_HOURS);
+  for (const [name, { min, max }] of Object.entries(PURGE_OPTION_LIMITS)) {
+    const value = options[name as keyof typeof PURGE_OPTION_LIMITS];
+    // A null dead-letter retention keeps dead letters; every other option is required.
+    if (value !== null || name !== "deadLetterRetentionHours") checkIntegerOption(name, value, min, max);
   }
-  checkIntegerOption("batchSize", options.batchSize, 1, 50_000);
-  checkIntegerOption("statementTimeoutMs", options.statementTimeoutMs, 100, 900_000);
-  checkIntegerOption("pausePercent", options.pausePercent, 0, 1_000);
   outboxNames(options);
   return options;
 }

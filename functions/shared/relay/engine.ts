@@ -127,20 +127,34 @@ const DRAIN_MAX_CONSECUTIVE_ERRORS = 3;
 /** 1 GiB: more than any Lambda can give a round (10 GB memory at most, shared by the parallel rounds). */
 export const MAX_BATCH_MAX_BYTES = 1_073_741_824;
 
+/**
+ * The accepted range of each numeric option, whether it comes from code or from the environment (the table in
+ * settings.ts takes its limits from here). backoffMaxMs and idlePollMaxMs must also be at least their minimum
+ * partner, checked below.
+ */
+export const RELAY_OPTION_LIMITS = {
+  batchSize: { min: 1, max: 1000 },
+  concurrency: { min: 1, max: 100 },
+  maxAttempts: { min: 1, max: 1000 },
+  backoffBaseMs: { min: 1, max: 86_400_000 },
+  backoffMaxMs: { min: 1, max: 86_400_000 },
+  batchMaxBytes: { min: 1024, max: MAX_BATCH_MAX_BYTES },
+  publishTimeoutMs: { min: 100, max: 900_000 },
+  statementTimeoutMs: { min: 100, max: 900_000 },
+  idlePollMinMs: { min: 1, max: 60_000 },
+  idlePollMaxMs: { min: 1, max: 60_000 },
+  parallelRounds: { min: 1, max: 16 },
+} as const satisfies Partial<Record<keyof RelayOptions, { min: number; max: number }>>;
+
 export function validateRelayOptions(options: RelayOptions): RelayOptions {
-  const check = (name: keyof RelayOptions, min: number, max: number) =>
-    checkIntegerOption(name, options[name] as number, min, max);
-  check("batchSize", 1, 1000);
-  check("concurrency", 1, 100);
-  check("maxAttempts", 1, 1000);
-  check("backoffBaseMs", 1, 86_400_000);
-  check("backoffMaxMs", options.backoffBaseMs, 86_400_000);
-  check("batchMaxBytes", 1024, MAX_BATCH_MAX_BYTES);
-  check("publishTimeoutMs", 100, 900_000);
-  check("statementTimeoutMs", 100, 900_000);
-  check("idlePollMinMs", 1, 60_000);
-  check("idlePollMaxMs", options.idlePollMinMs, 60_000);
-  check("parallelRounds", 1, 16);
+  const floor: Partial<Record<keyof typeof RELAY_OPTION_LIMITS, number>> = {
+    backoffMaxMs: options.backoffBaseMs,
+    idlePollMaxMs: options.idlePollMinMs,
+  };
+  for (const [name, { min, max }] of Object.entries(RELAY_OPTION_LIMITS)) {
+    const key = name as keyof typeof RELAY_OPTION_LIMITS;
+    checkIntegerOption(name, options[key], floor[key] ?? min, max);
+  }
   outboxNames(options);
   return options;
 }

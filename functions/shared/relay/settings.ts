@@ -1,15 +1,129 @@
 import { type DatabaseSource, databaseSourceFromEnv } from "../db/connection.ts";
 import { type DestinationSetting, destinationSettingFromEnv } from "../destinations/setting.ts";
 import { outboxLocationFromEnv } from "../outbox/names.ts";
-import { boolean, integer, oneOf, optionalString } from "../util/env.ts";
+import type { Env } from "../util/env.ts";
+import {
+  booleanSetting,
+  choiceSetting,
+  integerSetting,
+  readBoolean,
+  readChoice,
+  readInteger,
+} from "../util/settings.ts";
 import {
   DEFAULT_RELAY_OPTIONS,
-  MAX_BATCH_MAX_BYTES,
+  RELAY_OPTION_LIMITS,
   type RelayOptions,
   validateRelayOptions,
 } from "./engine.ts";
 
-type Env = Record<string, string | undefined>;
+const d = DEFAULT_RELAY_OPTIONS;
+const limits = RELAY_OPTION_LIMITS;
+
+/**
+ * The relay's settings: what the Lambda reads from its environment, the CDK construct writes and the CLI's
+ * flags fall back to. Defaults and limits are the engine's own (engine.ts says why each is what it is). The
+ * destination (destinations/setting.ts), the database (db/settings.ts), the outbox's location
+ * (outbox/settings.ts) and the metrics (observe/settings.ts) have tables of their own.
+ */
+export const RELAY_SETTINGS = {
+  mode: choiceSetting({
+    env: "RELAY_MODE",
+    default: d.mode,
+    choices: ["dwell", "drain"],
+    doc: "dwell: poll until the time budget ends; drain: stop when nothing is claimable",
+  }),
+  batchSize: integerSetting({
+    env: "RELAY_BATCH_SIZE",
+    default: d.batchSize,
+    ...limits.batchSize,
+    doc: "rows claimed per round",
+  }),
+  concurrency: integerSetting({
+    env: "RELAY_CONCURRENCY",
+    default: d.concurrency,
+    ...limits.concurrency,
+    doc: "SendMessageBatch / PutEvents requests in flight per round",
+  }),
+  maxAttempts: integerSetting({
+    env: "RELAY_MAX_ATTEMPTS",
+    default: d.maxAttempts,
+    ...limits.maxAttempts,
+    doc: "rejected tries before a dead letter",
+  }),
+  backoffBaseMs: integerSetting({
+    env: "RELAY_BACKOFF_BASE_MS",
+    default: d.backoffBaseMs,
+    ...limits.backoffBaseMs,
+    doc: "first retry delay after a failed publish; doubles per attempt",
+  }),
+  backoffMaxMs: integerSetting({
+    env: "RELAY_BACKOFF_MAX_MS",
+    default: d.backoffMaxMs,
+    ...limits.backoffMaxMs,
+    doc: "longest retry delay (at least RELAY_BACKOFF_BASE_MS)",
+  }),
+  strictOrder: booleanSetting({
+    env: "RELAY_STRICT_ORDER",
+    default: d.strictOrder,
+    doc: "a dead letter blocks the rest of its aggregate instead of being parked",
+  }),
+  batchMaxBytes: integerSetting({
+    env: "RELAY_BATCH_MAX_BYTES",
+    default: d.batchMaxBytes,
+    ...limits.batchMaxBytes,
+    doc: "payload bytes one round loads at most; bounds a round's memory",
+  }),
+  publishTimeoutMs: integerSetting({
+    env: "RELAY_PUBLISH_TIMEOUT_MS",
+    default: d.publishTimeoutMs,
+    ...limits.publishTimeoutMs,
+    doc: "upper bound on one round's publishing",
+  }),
+  statementTimeoutMs: integerSetting({
+    env: "RELAY_STATEMENT_TIMEOUT_MS",
+    default: d.statementTimeoutMs,
+    ...limits.statementTimeoutMs,
+    doc: "statement_timeout of the claim, load and record statements",
+  }),
+  idlePollMinMs: integerSetting({
+    env: "RELAY_IDLE_POLL_MIN_MS",
+    default: d.idlePollMinMs,
+    ...limits.idlePollMinMs,
+    doc: "dwell mode: first idle poll delay after a busy round",
+  }),
+  idlePollMaxMs: integerSetting({
+    env: "RELAY_IDLE_POLL_MAX_MS",
+    default: d.idlePollMaxMs,
+    ...limits.idlePollMaxMs,
+    doc: "dwell mode: longest idle poll delay (at least RELAY_IDLE_POLL_MIN_MS)",
+  }),
+  parallelRounds: integerSetting({
+    env: "RELAY_PARALLEL_ROUNDS",
+    default: d.parallelRounds,
+    ...limits.parallelRounds,
+    doc: "rounds in flight at once, each on its own database session",
+  }),
+  budgetMarginMs: integerSetting({
+    env: "RELAY_BUDGET_MARGIN_MS",
+    default: 5_000,
+    min: 0,
+    max: 600_000,
+    doc: "stop claiming this long before the Lambda deadline",
+  }),
+  maxDurationMs: integerSetting({
+    env: "RELAY_MAX_DURATION_MS",
+    default: undefined,
+    min: 1_000,
+    max: 900_000,
+    doc: "cap on one invocation's dwell; unset: until the deadline minus the margin",
+  }),
+  listen: booleanSetting({
+    env: "RELAY_LISTEN",
+    default: false,
+    doc: "wake the dwell loop with LISTEN/NOTIFY (needs the notify trigger; pins RDS Proxy sessions)",
+  }),
+} as const;
 
 export interface RelayConfig {
   database: DatabaseSource;
@@ -28,33 +142,33 @@ export interface RelayConfig {
 export function relayConfigFromEnv(env: Env): RelayConfig {
   // First, as OUTBOX_QUEUE_URL was: with nothing configured, the first error names where to publish.
   const destination = destinationSettingFromEnv(env);
-  const d = DEFAULT_RELAY_OPTIONS;
-  const maxDuration = optionalString(env, "RELAY_MAX_DURATION_MS");
+  const s = RELAY_SETTINGS;
   const relay: RelayOptions = {
     ...outboxLocationFromEnv(env),
-    batchSize: integer(env, "RELAY_BATCH_SIZE", d.batchSize, 1, 1000),
-    concurrency: integer(env, "RELAY_CONCURRENCY", d.concurrency, 1, 100),
-    maxAttempts: integer(env, "RELAY_MAX_ATTEMPTS", d.maxAttempts, 1, 1000),
-    backoffBaseMs: integer(env, "RELAY_BACKOFF_BASE_MS", d.backoffBaseMs, 1, 86_400_000),
-    backoffMaxMs: integer(env, "RELAY_BACKOFF_MAX_MS", d.backoffMaxMs, 1, 86_400_000),
-    strictOrder: boolean(env, "RELAY_STRICT_ORDER", d.strictOrder),
-    batchMaxBytes: integer(env, "RELAY_BATCH_MAX_BYTES", d.batchMaxBytes, 1024, MAX_BATCH_MAX_BYTES),
-    mode: oneOf(env, "RELAY_MODE", ["dwell", "drain"], d.mode),
-    publishTimeoutMs: integer(env, "RELAY_PUBLISH_TIMEOUT_MS", d.publishTimeoutMs, 100, 900_000),
-    statementTimeoutMs: integer(env, "RELAY_STATEMENT_TIMEOUT_MS", d.statementTimeoutMs, 100, 900_000),
-    idlePollMinMs: integer(env, "RELAY_IDLE_POLL_MIN_MS", d.idlePollMinMs, 1, 60_000),
-    idlePollMaxMs: integer(env, "RELAY_IDLE_POLL_MAX_MS", d.idlePollMaxMs, 1, 60_000),
-    parallelRounds: integer(env, "RELAY_PARALLEL_ROUNDS", d.parallelRounds, 1, 16),
+    batchSize: readInteger(env, s.batchSize),
+    concurrency: readInteger(env, s.concurrency),
+    maxAttempts: readInteger(env, s.maxAttempts),
+    backoffBaseMs: readInteger(env, s.backoffBaseMs),
+    backoffMaxMs: readInteger(env, s.backoffMaxMs),
+    strictOrder: readBoolean(env, s.strictOrder),
+    batchMaxBytes: readInteger(env, s.batchMaxBytes),
+    mode: readChoice(env, s.mode),
+    publishTimeoutMs: readInteger(env, s.publishTimeoutMs),
+    statementTimeoutMs: readInteger(env, s.statementTimeoutMs),
+    idlePollMinMs: readInteger(env, s.idlePollMinMs),
+    idlePollMaxMs: readInteger(env, s.idlePollMaxMs),
+    parallelRounds: readInteger(env, s.parallelRounds),
   };
   validateRelayOptions(relay);
+  const database = databaseSourceFromEnv(env);
+  const budgetMarginMs = readInteger(env, s.budgetMarginMs);
+  const maxDurationMs = readInteger(env, s.maxDurationMs);
   return {
-    database: databaseSourceFromEnv(env),
+    database,
     destination,
     relay,
-    budgetMarginMs: integer(env, "RELAY_BUDGET_MARGIN_MS", 5_000, 0, 600_000),
-    ...(maxDuration === undefined
-      ? {}
-      : { maxDurationMs: integer(env, "RELAY_MAX_DURATION_MS", 0, 1_000, 900_000) }),
-    listen: boolean(env, "RELAY_LISTEN", false),
+    budgetMarginMs,
+    ...(maxDurationMs === undefined ? {} : { maxDurationMs }),
+    listen: readBoolean(env, s.listen),
   };
 }

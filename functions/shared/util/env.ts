@@ -1,11 +1,13 @@
 import { ConfigError } from "../outbox/errors.ts";
 
-/**
+/** A process environment (`process.env`) or a copy of one: the single shape every reader of settings takes. */
+export type Env = Record<string, string | undefined>;
+
+/*
  * Typed environment getters. Each names the variable and the accepted range in its error, and tests for
  * `undefined`/empty rather than truthiness so "0" and "false" are real values. Called at cold start, so bad
  * configuration fails the deployment's first invocation loudly rather than some later event.
  */
-type Env = Record<string, string | undefined>;
 
 function raw(env: Env, name: string): string | undefined {
   const value = env[name];
