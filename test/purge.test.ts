@@ -193,6 +193,30 @@ describe("runPurge", () => {
     expect(flatOut).toEqual([]);
   });
 
+  it("never pauses past its deadline, however long the batch took", async () => {
+    await insertPublished(5_000, 200);
+    const pauses: number[] = [];
+    // A test clock: each DELETE "takes" 1 s of it, so 1,000 % asks for a 10 s pause with 4 s left.
+    let clock = 0;
+    const recorder = recordingPool(db.pool, () => {
+      clock += 1_000;
+    });
+    const summary = await runPurge(
+      {
+        pool: recorder.pool,
+        deadline: 5_000,
+        now: () => clock,
+        sleep: async (ms) => {
+          pauses.push(ms);
+          clock += ms;
+        },
+      },
+      options({ batchSize: 2_000, pausePercent: 1_000, retentionHours: 1, statementTimeoutMs: 1_000 }),
+    );
+    expect(pauses).toEqual([4_000]);
+    expect(summary).toMatchObject({ batches: 1, stoppedBy: "deadline", durationMs: 5_000 });
+  });
+
   it("starts a batch only while a whole statement timeout fits before the deadline", async () => {
     await insertPublished(1_000, 200);
     // A test clock that moves only when a batch runs: every DELETE "takes" one second.

@@ -4,12 +4,13 @@ import middy from "@middy/core";
 import type { CloudFormationCustomResourceEvent, Context } from "aws-lambda";
 import { databaseSourceFromEnv } from "#shared/db/connection.ts";
 import { type MigrationResponse, migrationsCustomResource } from "#shared/db/migrationsResource.ts";
+import { serviceNameFromEnv } from "#shared/observe/settings.ts";
 import { outboxLocationFromEnv } from "#shared/outbox/names.ts";
 
 // Cold start: a missing or malformed variable fails here, naming it, and the deployment reports that message.
 const source = databaseSourceFromEnv(process.env);
 const location = outboxLocationFromEnv(process.env);
-const logger = new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? "outbox-migrate" });
+const logger = new Logger({ serviceName: serviceNameFromEnv(process.env, "outbox-migrate") });
 
 /** The custom resource's `onEvent`: Create and Update migrate; Delete drops nothing (migrationsResource.ts). */
 export const handler = middy(

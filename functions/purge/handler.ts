@@ -5,13 +5,14 @@ import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { createDatabasePool, queryTimeoutFor } from "#shared/db/connection.ts";
 import { createMetrics } from "#shared/observe/metrics.ts";
+import { serviceNameFromEnv } from "#shared/observe/settings.ts";
 import { purgeInvocation } from "#shared/purge/invocation.ts";
 import type { PurgeSummary } from "#shared/purge/purge.ts";
 import { purgeConfigFromEnv } from "#shared/purge/settings.ts";
 
 // Cold start: configuration errors fail here, naming the variable, before any event is handled.
 const config = purgeConfigFromEnv(process.env);
-const logger = new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? "outbox-purge" });
+const logger = new Logger({ serviceName: serviceNameFromEnv(process.env, "outbox-purge") });
 const metrics = createMetrics(process.env, "outbox-purge");
 const pool = await createDatabasePool(config.database, {
   max: 1,

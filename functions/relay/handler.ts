@@ -6,6 +6,7 @@ import type { Context, ScheduledEvent } from "aws-lambda";
 import { createDatabasePool, queryTimeoutFor } from "#shared/db/connection.ts";
 import { createDestination } from "#shared/destinations/create.ts";
 import { createMetrics, RelayMetrics, relayMetricsOptionsFromEnv } from "#shared/observe/metrics.ts";
+import { serviceNameFromEnv } from "#shared/observe/settings.ts";
 import type { RelaySummary } from "#shared/relay/engine.ts";
 import * as invocation from "#shared/relay/invocation.ts";
 import { relayConfigFromEnv } from "#shared/relay/settings.ts";
@@ -14,7 +15,7 @@ import { relayConfigFromEnv } from "#shared/relay/settings.ts";
 // created once per container; the SDK reads AWS_ENDPOINT_URL, region and credentials from the environment.
 const config = relayConfigFromEnv(process.env);
 invocation.checkMaxDuration(config);
-const logger = new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? "outbox-relay" });
+const logger = new Logger({ serviceName: serviceNameFromEnv(process.env, "outbox-relay") });
 const metrics = createMetrics(process.env, "outbox-relay");
 const metricsOptions = relayMetricsOptionsFromEnv(process.env);
 const { destination } = createDestination(config.destination, invocation.destinationClientOptions(config));

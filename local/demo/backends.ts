@@ -27,10 +27,9 @@ import {
   SQSClient,
   type SQSClientConfig,
 } from "@aws-sdk/client-sqs";
+import type { Env } from "../../functions/shared/util/env.ts";
 import { LOCAL_AWS } from "../backends/awsEndpoint.ts";
 import type { BackendsReport } from "./backendsProcess.ts";
-
-type Env = Record<string, string | undefined>;
 
 const BACKENDS_PROCESS = fileURLToPath(new URL("./backendsProcess.ts", import.meta.url));
 

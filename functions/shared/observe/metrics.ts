@@ -4,7 +4,7 @@ import type { RoundReport } from "../relay/engine.ts";
 import type { Env } from "../util/env.ts";
 import { readInteger, readText } from "../util/settings.ts";
 import { METRIC } from "./metricNames.ts";
-import { DEFAULT_METRICS_EVENT_TYPES, METRICS_SETTINGS } from "./settings.ts";
+import { DEFAULT_METRICS_EVENT_TYPES, METRICS_SETTINGS, serviceNameFromEnv } from "./settings.ts";
 import type { OutboxSnapshot } from "./sql/outboxSnapshot.ts";
 
 /**
@@ -23,7 +23,7 @@ export const OTHER_EVENT_TYPES = "other";
 export function createMetrics(env: Env, defaultServiceName: string): Metrics {
   return new Metrics({
     namespace: readText(env, METRICS_SETTINGS.namespace),
-    serviceName: readText(env, METRICS_SETTINGS.serviceName) ?? defaultServiceName,
+    serviceName: serviceNameFromEnv(env, defaultServiceName),
   });
 }
 

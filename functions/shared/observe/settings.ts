@@ -1,4 +1,5 @@
-import { integerSetting, textSetting } from "../util/settings.ts";
+import type { Env } from "../util/env.ts";
+import { integerSetting, readText, textSetting } from "../util/settings.ts";
 
 /**
  * Per-event-type lines per window at most (RELAY_METRICS_EVENT_TYPES). Each distinct eventType value is a custom
@@ -33,3 +34,8 @@ export const METRICS_SETTINGS = {
     doc: "per-event-type PublishFailures lines per window; the rest are summed as other (0: totals only)",
   }),
 } as const;
+
+/** The service name logs and metrics carry: POWERTOOLS_SERVICE_NAME, else the job's own (outbox-relay, …). */
+export function serviceNameFromEnv(env: Env, jobDefault: string): string {
+  return readText(env, METRICS_SETTINGS.serviceName) ?? jobDefault;
+}

@@ -113,14 +113,19 @@ export async function runPurge(deps: PurgeDeps, options: PurgeOptions): Promise<
           summary.stoppedBy = stop;
           return finish(summary, started, now);
         }
-        const batchStarted = performance.now();
+        const batchStarted = now();
         const deleted = await inShortTransaction(deps.pool, options, (client) =>
           phase.purge(client, names, { before, limit: options.batchSize }),
         );
         summary.batches++;
         summary[phase.count] += deleted;
         if (deleted < options.batchSize) break;
-        const pauseMs = ((performance.now() - batchStarted) * options.pausePercent) / 100;
+        // Never past the deadline: a slow batch at a high pausePercent would otherwise sleep beyond the budget
+        // margin, into the Lambda's timeout.
+        const pauseMs = Math.min(
+          ((now() - batchStarted) * options.pausePercent) / 100,
+          deps.deadline - now(),
+        );
         if (pauseMs >= 1) await (deps.sleep ?? sleep)(pauseMs, deps.signal);
       }
     }
