@@ -30,10 +30,10 @@ for (const version of wanted) {
 }
 
 function databaseTestFiles(): string[] {
-  const dir = join(REPOSITORY_ROOT, "test");
-  return readdirSync(dir)
-    .filter((name) => name.endsWith(".test.ts") && !/^(infra|package)\./.test(name))
-    .filter((name) => /from "\.\/support\/db\.ts"/.test(readFileSync(join(dir, name), "utf8")))
+  const root = join(REPOSITORY_ROOT, "test");
+  return readdirSync(root, { recursive: true, encoding: "utf8" })
+    .filter((name) => name.endsWith(".test.ts") && !/^(infra|package|chaos)\//.test(name))
+    .filter((name) => /from "(\.\.?\/)+support\/db\.ts"/.test(readFileSync(join(root, name), "utf8")))
     .map((name) => `test/${name}`)
     .sort();
 }

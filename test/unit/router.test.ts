@@ -93,7 +93,7 @@ describe("eventRouter: event type -> handler", () => {
 
   it("runs a route's own parse hook, and a refused payload never reaches its handler", async () => {
     const seen: [string, unknown][] = [];
-    // Untyped, as the router holds routes: their payload types are test/consumer.types.ts's subject.
+    // Untyped, as the router holds routes: their payload types are test/consumer/types.ts's subject.
     const total: StandardSchemaV1<unknown, unknown> = {
       "~standard": {
         version: 1,

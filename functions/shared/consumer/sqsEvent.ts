@@ -2,7 +2,7 @@
  * The shape of the SQS event Lambda hands to a function, written out here (a structural subset of
  * `@types/aws-lambda`'s SQSEvent) so that the package's published types need no `@types/aws-lambda`.
  * `aws-lambda`'s SQSEvent and SQSRecord are assignable to these, and a created handler is an `SQSHandler`
- * (test/consumer.types.ts, compiled by `npm run typecheck`, keeps it so). No index signature on `attributes`:
+ * (test/consumer/types.ts, compiled by `npm run typecheck`, keeps it so). No index signature on `attributes`:
  * an interface without one (aws-lambda's SQSRecordAttributes) is not assignable to a type that has one.
  */
 export interface SqsMessageAttribute {

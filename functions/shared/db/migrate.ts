@@ -255,7 +255,7 @@ async function run(client: Queryable, name: string, sql: string) {
  * wait for it, and it keeps its server connection behind a transaction pooler (pgbouncer in transaction mode,
  * RDS Proxy) without pinning anything. A session-level lock would not: behind pgbouncer the statements that
  * follow it run on whichever backend is free, and the lock stays behind on one that other clients then use
- * (tested in test/pooler.test.ts). The lock is polled with `pg_try_advisory_xact_lock`, each failed try in a
+ * (tested in test/db/pooler.test.ts). The lock is polled with `pg_try_advisory_xact_lock`, each failed try in a
  * transaction of its own: a runner *blocked* on the lock would sit in a statement holding a snapshot, which the
  * concurrent build waits for while that runner waits for the build's lock, a deadlock. Its own key, for the same
  * reason: a runner still at an earlier file must not block on it either. The holding transaction turns off

@@ -91,7 +91,7 @@ interface ClaimRow extends ClaimedRow {
  * `pending_group_live` (aggregate_id, seq) holds live pending rows only, so a parked dead letter is never
  * walked over; strict mode walks `pending_group`, which keeps dead letters so a dead head blocks its group. `pending_seq` was dropped: with statistics taken
  * when nothing was pending (a healthy outbox's normal state), the planner preferred reading all of it and
- * sorting for each step (30 s for one claim above). test/claim.plan.test.ts checks the plan on such statistics.
+ * sorting for each step (30 s for one claim above). test/relay/claim.plan.test.ts checks the plan on such statistics.
  * Dead index entries of just-published rows sit in front of an aggregate's head until vacuum (0001 runs it at
  * 1 % churn); the scan skips them as it would a dead tuple anywhere.
  */

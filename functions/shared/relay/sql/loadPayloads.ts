@@ -115,7 +115,7 @@ export async function loadPayloads(
  * digits before the point) and display scale 16383 (the storage format's limits) is 10 bytes stored (4-byte
  * varlena header, sign/scale, weight, one digit group) plus a 4-byte JEntry in its container, and prints
  * 147,457 characters plus `, `: 147,459 / 14 = 10,533. Measured: 8,192 per stored byte for an array of three
- * such numbers, 6,703 for one alone (test/loadPayloads.direct.test.ts checks the bound). Strings print at most
+ * such numbers, 6,703 for one alone (test/relay/loadPayloads.direct.test.ts checks the bound). Strings print at most
  * 6 per byte (`\u0001`), everything else less.
  */
 export const MAX_TEXT_BYTES_PER_STORED_BYTE = 10_534;

@@ -1,0 +1,18 @@
+import { readFile, writeFile } from "node:fs/promises";
+import { describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/db.ts";
+import { dumpSchema } from "../support/schemaDump.ts";
+
+const db = useTestDatabase();
+const DUMP = new URL("./schema.sql", import.meta.url);
+
+describe("schema", () => {
+  // A migration that changes the schema must come with a reviewed update of test/db/schema.sql:
+  // run `UPDATE_SCHEMA_DUMP=1 npx vitest run test/db/schema.test.ts` and commit the diff.
+  it("matches the committed dump", async () => {
+    const actual = await dumpSchema(db.pool);
+    if (process.env.UPDATE_SCHEMA_DUMP === "1") await writeFile(DUMP, actual);
+    const committed = await readFile(DUMP, "utf8").catch(() => "(test/db/schema.sql is missing)");
+    expect(actual).toBe(committed);
+  });
+});

@@ -1,0 +1,198 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+
+const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
+
+describe("the package's entry point", () => {
+  // `npm test` builds before running the suite; this checks what a producer's `import` really gets.
+  it("exports the write API and nothing of the relay, with type declarations; the jobs are subpaths", () => {
+    const output = execFileSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `const m = await import(${JSON.stringify(pkg.name)}); console.log(Object.keys(m).sort().join(","))`,
+      ],
+      { cwd: new URL("../..", import.meta.url), encoding: "utf8" },
+    );
+    const names = output.trim().split(",");
+    expect(names).toEqual(expect.arrayContaining(["enqueue", "ValidationError", "outboxNames"]));
+    // A producer's import loads no relay, purge or migration code (and so no AWS SDK): those are subpaths.
+    for (const name of ["migrate", "runRelay", "relayRound", "runPurge", "createDatabasePool"]) {
+      expect(names).not.toContain(name);
+    }
+    const subpaths = {
+      "/relay": ["relayInvocation", "relayConfigFromEnv", "createDestination"],
+      "/purge": ["runPurge", "readOutboxSnapshot"],
+      "/db": ["createDatabasePool", "databaseSourceFromEnv"],
+      "/migrations": ["migrate"],
+    };
+    for (const [subpath, expected] of Object.entries(subpaths)) {
+      const exported = execFileSync(
+        process.execPath,
+        [
+          "--input-type=module",
+          "-e",
+          `const m = await import(${JSON.stringify(pkg.name + subpath)}); console.log(Object.keys(m).join(","))`,
+        ],
+        { cwd: new URL("../..", import.meta.url), encoding: "utf8" },
+      );
+      expect(exported.trim().split(","), subpath).toEqual(expect.arrayContaining(expected));
+    }
+    const types = pkg.exports["."].types as string;
+    expect(existsSync(new URL(`../../${types}`, import.meta.url))).toBe(true);
+    expect(readFileSync(new URL(`../../${types}`, import.meta.url), "utf8")).toMatch(/enqueue/);
+  });
+});
+
+describe("the producer's import", () => {
+  it("loads no AWS SDK, CDK or relay module (only the write API and what it needs)", () => {
+    const output = execFileSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import { registerHooks } from "node:module";
+const resolved = [];
+registerHooks({ resolve(specifier, context, next) { const result = next(specifier, context); resolved.push(result.url); return result; } });
+await import(${JSON.stringify(pkg.name)});
+console.log(JSON.stringify(resolved));`,
+      ],
+      { cwd: new URL("../..", import.meta.url), encoding: "utf8" },
+    );
+    const resolved = JSON.parse(output) as string[];
+    expect(resolved.some((url) => url.includes("/dist/functions/shared/produce/enqueue.js"))).toBe(true);
+    expect(resolved.filter((url) => /@aws-sdk|@smithy|aws-cdk-lib|\/relay\/|\/purge\//.test(url))).toEqual(
+      [],
+    );
+  });
+});
+
+/**
+ * What `npm publish` would upload (`npm pack --dry-run`; `--ignore-scripts` because `npm test` built dist/ already
+ * and a prepack rebuild would delete it under the other test files). Asserted by rule, not by list, so a new
+ * file under dist/ needs no change here: every file is under an allowed place, every entry point the manifest
+ * names is in it, and nothing a user should not get (tests, bench, local tooling, CI, sources) is.
+ */
+describe("the published package", () => {
+  const packed = JSON.parse(
+    execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
+      cwd: new URL("../..", import.meta.url),
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    }),
+  ) as { files: { path: string }[] }[];
+  const files = (packed[0]?.files ?? []).map((file) => file.path);
+
+  const ROOT_FILES = ["package.json", "README.md", "LICENSE", "NOTICE", "CHANGELOG.md"];
+  const ALLOWED_DIRECTORIES = ["dist/", "migrations/"];
+
+  it("holds only the build, the migrations and the root documents", () => {
+    const stray = files.filter(
+      (path) => !ROOT_FILES.includes(path) && !ALLOWED_DIRECTORIES.some((dir) => path.startsWith(dir)),
+    );
+    expect(stray).toEqual([]);
+    expect(files).toEqual(expect.arrayContaining(ROOT_FILES));
+  });
+
+  it("holds every file the manifest points at: main, types, exports, bin", () => {
+    const targets = [
+      pkg.main,
+      pkg.types,
+      ...Object.values(pkg.exports as Record<string, string | Record<string, string>>).flatMap((target) =>
+        typeof target === "string" ? [target] : Object.values(target),
+      ),
+      ...Object.values(pkg.bin as Record<string, string>),
+    ].map((target: string) => target.replace(/^\.\//, ""));
+    expect(targets.length).toBeGreaterThan(4);
+    for (const target of targets) {
+      // A subpath pattern ("./migrations/*.sql") must match at least one file.
+      if (target.includes("*")) {
+        const [before, after] = target.split("*") as [string, string];
+        expect(
+          files.some((path) => path.startsWith(before) && path.endsWith(after)),
+          target,
+        ).toBe(true);
+      } else {
+        expect(files, target).toContain(target);
+      }
+    }
+  });
+
+  it("holds the prebuilt Lambda code and the compiled construct, but not the example app", () => {
+    // What puts them there when npm packs or publishes: prepack runs the build, the build bundles the Lambdas.
+    expect(pkg.scripts.prepack).toBe("npm run build");
+    expect(pkg.scripts.build).toMatch(/&& node scripts\/buildLambdas\.ts$/);
+    for (const name of ["relay", "purge", "migrate"]) {
+      expect(files).toContain(`dist/lambda/${name}/index.mjs`);
+      expect(files).toContain(`dist/lambda/${name}/index.mjs.map`);
+      // A Lambda's folder is its whole code asset: nothing else goes in it.
+      const extra = files.filter(
+        (path) =>
+          path.startsWith(`dist/lambda/${name}/`) &&
+          !path.endsWith("/index.mjs") &&
+          !path.endsWith("/index.mjs.map") &&
+          !(name === "migrate" && /^dist\/lambda\/migrate\/migrations\/[^/]+\.sql$/.test(path)),
+      );
+      expect(extra, name).toEqual([]);
+    }
+    const migrations = readdirSync(new URL("../../migrations/", import.meta.url)).filter((f) =>
+      f.endsWith(".sql"),
+    );
+    for (const name of migrations) expect(files).toContain(`dist/lambda/migrate/migrations/${name}`);
+    expect(files).toEqual(
+      expect.arrayContaining(["dist/infra/outboxRelay.js", "dist/infra/outboxRelay.d.ts"]),
+    );
+    expect(
+      files.filter((path) => /^dist\/(infra\/(app|exampleStack)\.|scripts\/|bench\/|local\/)/.test(path)),
+    ).toEqual([]);
+  });
+
+  it("holds every migration, and no tests, bench, local tooling, TypeScript sources or CI files", () => {
+    const migrations = readdirSync(new URL("../../migrations/", import.meta.url)).filter((name) =>
+      name.endsWith(".sql"),
+    );
+    expect(migrations.length).toBeGreaterThan(0);
+    for (const name of migrations) expect(files).toContain(`migrations/${name}`);
+    const forbidden = files.filter(
+      (path) =>
+        /(^|\/)(test|bench|local|\.github|\.ci|node_modules)\//.test(path) ||
+        /\.test\.|\.chaos\./.test(path) ||
+        (path.endsWith(".ts") && !path.endsWith(".d.ts")),
+    );
+    expect(forbidden).toEqual([]);
+  });
+});
+
+describe("the project's open-source files", () => {
+  const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), "utf8");
+
+  it("license: the Apache-2.0 text that package.json declares", () => {
+    expect(pkg.license).toBe("Apache-2.0");
+    const license = read("LICENSE");
+    expect(license).toMatch(/^\s+Apache License\s+Version 2\.0, January 2004/);
+    expect(license).toContain("END OF TERMS AND CONDITIONS");
+    expect(read("NOTICE")).toContain("Apache License, Version 2.0");
+  });
+
+  it("README links to the contributing guide, the security policy and the license, and every local link resolves", () => {
+    const readme = read("README.md");
+    const links = [...readme.matchAll(/\]\(([^)#\s]+)(#[^)]*)?\)/g)]
+      .map((match) => match[1] ?? "")
+      .filter((target) => !/^[a-z]+:/.test(target));
+    expect(links).toEqual(
+      expect.arrayContaining(["CONTRIBUTING.md", "SECURITY.md", "LICENSE", "CHANGELOG.md"]),
+    );
+    const missing = links.filter((target) => !existsSync(new URL(`../../${target}`, import.meta.url)));
+    expect(missing).toEqual([]);
+  });
+
+  it("changelog: an Unreleased section to add to, and an entry for the version in package.json", () => {
+    const changelog = read("CHANGELOG.md");
+    expect(changelog).toMatch(/^## \[Unreleased\]$/m);
+    expect(changelog).toMatch(
+      new RegExp(`^## \\[${pkg.version.replaceAll(".", "\\.")}\\] - \\d{4}-\\d{2}-\\d{2}$`, "m"),
+    );
+  });
+});
