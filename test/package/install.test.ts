@@ -132,7 +132,7 @@ beforeAll(() => {
     join(app, "main.ts"),
     `import { App, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
-import { OrdersStack } from "../ordersStack.ts";
+import { OrdersStack } from "./ordersStack.ts";
 
 const app = new App({ outdir: ${JSON.stringify(outdir)} });
 new OrdersStack(app, ${JSON.stringify(STACK)}, { env: { account: "123456789012", region: "eu-west-1" } });

@@ -110,7 +110,7 @@ describe("the GitHub Actions workflows", () => {
   it("pulls the images local/backends/docker.ts pins instead of naming images of its own", () => {
     const pull = ci.jobs.test?.steps.find((step) => step.run?.includes("docker pull"));
     expect(pull?.if).toBe("matrix.backend == 'docker'");
-    expect(pull?.run).toContain('import("../local/backends/docker.ts")');
+    expect(pull?.run).toContain('import("./local/backends/docker.ts")');
     expect(ciText).not.toMatch(/\b(postgres|localstack\/localstack):/);
   });
 
