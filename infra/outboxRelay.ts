@@ -92,11 +92,12 @@ export interface OutboxDatabaseProps {
    */
   readonly eventBridgeEndpoint?: ec2.IInterfaceVpcEndpoint;
   /**
-   * Secret the relay connects with: a login in the `outbox_relay` role (migrations/0008_roles.sql). Default
+   * Secret the relay connects with: a login in this outbox's relay role (`outbox_relay:<database>.<schema>.<table>`,
+   * recorded in `<prefix>_roles` by migrations/0009_no_back_doors.sql; docs/deploy.md, "Database roles"). Default
    * `secret`.
    */
   readonly relaySecret?: secretsmanager.ISecret;
-  /** Secret the purge connects with: a login in the `outbox_purge` role. Default `secret`. */
+  /** Secret the purge connects with: a login in this outbox's purge role (`outbox_purge:...`). Default `secret`. */
   readonly purgeSecret?: secretsmanager.ISecret;
   /** Secret used only by the deploy-time migrations, when the relay's user may not run DDL; default `secret`. */
   readonly migrationSecret?: secretsmanager.ISecret;

@@ -59,8 +59,20 @@ describe("migrate", () => {
           table_name: "Out-box$events_group_high_water",
           table_type: "BASE TABLE",
         },
+        { table_schema: "Billing Events", table_name: "Out-box$events_roles", table_type: "BASE TABLE" },
       ].sort((a, b) => a.table_name.localeCompare(b.table_name)),
     );
+    // Its roles' names (0009): `outbox_relay:<database>.Billing Events.Out-box$events` is over Postgres's 63
+    // bytes, so an md5 of the outbox's full name stands for it.
+    const { rows: roles } = await pool.query(
+      `select job, role_name = 'outbox_' || job || ':' || md5(current_database() || '.Billing Events.Out-box$events')
+              as hashed
+       from "Billing Events"."Out-box$events_roles" order by job`,
+    );
+    expect(roles).toEqual([
+      { job: "purge", hashed: true },
+      { job: "relay", hashed: true },
+    ]);
   });
 
   it("refuses a migration whose content changed after it was applied", async () => {

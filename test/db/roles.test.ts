@@ -8,6 +8,7 @@ import { noProgressError } from "../../functions/shared/relay/invocation.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { drain, testRelayOptions } from "../support/relay.ts";
+import { outboxRoles, quoteRole } from "../support/roles.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
 
 const db = useTestDatabase();
@@ -18,10 +19,14 @@ afterAll(async () => {
   for (const pool of pools) await pool.end();
 });
 
-/** A login in `role` (migrations/0008_roles.sql), and a pool connected as it to this file's database. */
-async function loginIn(role: "outbox_relay" | "outbox_purge"): Promise<pg.Pool> {
-  const user = `${role}_login_${process.pid}_${pools.length}`;
-  await db.pool.query(`create role ${user} login password 'login-password' in role ${role}`);
+/**
+ * A login in the outbox's role for `job` (migrations/0008_roles.sql, per outbox since 0009_no_back_doors.sql), and
+ * a pool connected as it to this file's database.
+ */
+async function loginIn(job: "relay" | "purge"): Promise<pg.Pool> {
+  const user = `outbox_${job}_login_${process.pid}_${pools.length}`;
+  const role = (await outboxRoles(db.pool))[job];
+  await db.pool.query(`create role ${user} login password 'login-password' in role ${quoteRole(role)}`);
   const url = new URL(db.url);
   url.username = user;
   url.password = "login-password";
@@ -46,9 +51,10 @@ async function privileges(role: string) {
   return rows.map((row) => row.privilege);
 }
 
-describe("the outbox_relay and outbox_purge roles", () => {
+describe("the outbox's relay and purge roles", () => {
   it("hold exactly what the relay's and the purge's statements need", async () => {
-    expect(await privileges("outbox_relay")).toEqual([
+    const roles = await outboxRoles(db.pool);
+    expect(await privileges(roles.relay)).toEqual([
       "SELECT",
       "UPDATE (attempts)",
       "UPDATE (available_at)",
@@ -57,13 +63,25 @@ describe("the outbox_relay and outbox_purge roles", () => {
       "UPDATE (processed_at)",
       "UPDATE (transient_failures)",
     ]);
-    expect(await privileges("outbox_purge")).toEqual(["DELETE", "SELECT", "UPDATE (last_error)"]);
+    expect(await privileges(roles.purge)).toEqual(["DELETE", "SELECT", "UPDATE (last_error)"]);
     const { rows } = await db.pool.query(
-      "select rolname, rolcanlogin from pg_roles where rolname in ('outbox_relay', 'outbox_purge') order by 1",
+      `select has_sequence_privilege($1, 'outbox_events_seq_seq', 'SELECT') as relay_reads_sequence,
+              has_sequence_privilege($1, 'outbox_events_seq_seq', 'USAGE, UPDATE') as relay_draws_sequence,
+              has_table_privilege($2, 'outbox_group_high_water', 'SELECT, INSERT') as purge_marks,
+              has_table_privilege($2, 'outbox_group_high_water', 'UPDATE, DELETE') as purge_rewrites_marks,
+              has_column_privilege($2, 'outbox_group_high_water', 'purged_published_seq', 'UPDATE') as purge_raises,
+              (select array_agg(rolcanlogin) from pg_roles where rolname in ($1, $2)) as can_login`,
+      [roles.relay, roles.purge],
     );
     expect(rows).toEqual([
-      { rolname: "outbox_purge", rolcanlogin: false },
-      { rolname: "outbox_relay", rolcanlogin: false },
+      {
+        relay_reads_sequence: true,
+        relay_draws_sequence: false,
+        purge_marks: true,
+        purge_rewrites_marks: false,
+        purge_raises: true,
+        can_login: [false, false],
+      },
     ]);
   });
 
@@ -72,12 +90,12 @@ describe("the outbox_relay and outbox_purge roles", () => {
     await withTransaction(db.pool, (client) =>
       enqueue(client, [anEvent({ aggregateId: "order-1" }), anEvent({ aggregateId: "order-2" })]),
     );
-    const relayPool = await loginIn("outbox_relay");
+    const relayPool = await loginIn("relay");
 
     const summary = await drain(relayPool, aws.sqs, testRelayOptions(queueUrl));
 
     expect(summary).toMatchObject({ published: 2, failedRounds: 0 });
-    const purgePool = await loginIn("outbox_purge");
+    const purgePool = await loginIn("purge");
     const options = { ...DEFAULT_PURGE_OPTIONS, statementTimeoutMs: 2_000, retentionHours: 1 };
     expect(await readOutboxSnapshot(purgePool, options)).toMatchObject({ pending: 0 });
     await db.pool.query("update outbox_events set processed_at = now() - interval '2 hours'");
@@ -88,8 +106,9 @@ describe("the outbox_relay and outbox_purge roles", () => {
   it("make a missing grant fail the relay loudly, naming the table, and lose nothing", async () => {
     const queueUrl = await createFifoQueue(aws.sqs, `roles-missing-${Date.now()}`);
     const [event] = await withTransaction(db.pool, (client) => enqueue(client, [anEvent()]));
-    const relayPool = await loginIn("outbox_relay");
-    await db.pool.query("revoke update (dead_lettered_at) on outbox_events from outbox_relay");
+    const relayPool = await loginIn("relay");
+    const { relay } = await outboxRoles(db.pool);
+    await db.pool.query(`revoke update (dead_lettered_at) on outbox_events from ${quoteRole(relay)}`);
     try {
       const summary = await drain(relayPool, aws.sqs, testRelayOptions(queueUrl));
 
@@ -103,13 +122,14 @@ describe("the outbox_relay and outbox_purge roles", () => {
       );
       expect(rows).toEqual([{ processed_at: null, dead_lettered_at: null }]);
     } finally {
-      await db.pool.query("grant update (dead_lettered_at) on outbox_events to outbox_relay");
+      await db.pool.query(`grant update (dead_lettered_at) on outbox_events to ${quoteRole(relay)}`);
     }
   });
 
   it("make a missing grant stop the purge with the database's error", async () => {
-    const purgePool = await loginIn("outbox_purge");
-    await db.pool.query("revoke delete on outbox_events from outbox_purge");
+    const purgePool = await loginIn("purge");
+    const { purge } = await outboxRoles(db.pool);
+    await db.pool.query(`revoke delete on outbox_events from ${quoteRole(purge)}`);
     try {
       await db.pool.query(
         `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload, processed_at)
@@ -121,7 +141,7 @@ describe("the outbox_relay and outbox_purge roles", () => {
       expect(purged).toMatchObject({ stoppedBy: "error", deletedRows: 0 });
       expect(purged.error).toMatch(/permission denied for table outbox_events/);
     } finally {
-      await db.pool.query("grant delete on outbox_events to outbox_purge");
+      await db.pool.query(`grant delete on outbox_events to ${quoteRole(purge)}`);
     }
   });
 });

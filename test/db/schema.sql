@@ -31,6 +31,8 @@ outbox_group_high_water.purged_published_seq bigint not null
 outbox_migrations.name text not null
 outbox_migrations.checksum text not null
 outbox_migrations.applied_at timestamp with time zone not null default now()
+outbox_roles.job text not null
+outbox_roles.role_name text not null
 
 -- constraints
 outbox_events outbox_events_aggregate_id_check CHECK (((char_length(aggregate_id) >= 1) AND (char_length(aggregate_id) <= 128)))
@@ -43,6 +45,9 @@ outbox_events outbox_events_transient_failures_check CHECK ((transient_failures 
 outbox_events outbox_published_or_dead CHECK (((processed_at IS NULL) OR (dead_lettered_at IS NULL)))
 outbox_group_high_water outbox_group_high_water_pkey PRIMARY KEY (aggregate_id)
 outbox_migrations outbox_migrations_pkey PRIMARY KEY (name)
+outbox_roles outbox_roles_job_check CHECK ((job = ANY (ARRAY['relay'::text, 'purge'::text])))
+outbox_roles outbox_roles_pkey PRIMARY KEY (job)
+outbox_roles outbox_roles_role_name_key UNIQUE (role_name)
 
 -- indexes
 CREATE INDEX outbox_dead_lettered_at ON public.outbox_events USING btree (dead_lettered_at) WHERE (dead_lettered_at IS NOT NULL)
@@ -52,6 +57,8 @@ CREATE UNIQUE INDEX outbox_migrations_pkey ON public.outbox_migrations USING btr
 CREATE INDEX outbox_pending_group ON public.outbox_events USING btree (aggregate_id, seq) WHERE (processed_at IS NULL)
 CREATE INDEX outbox_pending_group_live ON public.outbox_events USING btree (aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
 CREATE INDEX outbox_processed_at ON public.outbox_events USING btree (processed_at) WHERE (processed_at IS NOT NULL)
+CREATE UNIQUE INDEX outbox_roles_pkey ON public.outbox_roles USING btree (job)
+CREATE UNIQUE INDEX outbox_roles_role_name_key ON public.outbox_roles USING btree (role_name)
 
 -- storage
 outbox_events autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1000, autovacuum_vacuum_insert_scale_factor=0.01, autovacuum_analyze_scale_factor=0.02, autovacuum_vacuum_cost_delay=0
@@ -80,6 +87,13 @@ AS $function$
         payload_bytes bigint;
         header_bytes bigint;
       begin
+        -- Before anything reads NEW: on any other table its columns may be of types whose casts and operators
+        -- are someone else's code, which would run with this function's owner's rights.
+        if tg_relid is distinct from '"public"."outbox_events"'::regclass then
+          raise exception using errcode = 'insufficient_privilege',
+            message = format('%s() runs only as the trigger of %s, not of %s',
+                             '"public"."outbox_commit_order"', '"public"."outbox_events"', tg_relid::regclass);
+        end if;
         -- Small and uncompressed (most events): printing is bounded already (6,370 bytes x 10,534 text bytes per
         -- stored byte at most, functions/shared/sql/loadPayloads.ts, is under print_cap) and cheaper than the
         -- bound: measured 4 us against 39 us per row on the loaded 2-core machine. Larger: bound first.
@@ -129,6 +143,16 @@ CREATE OR REPLACE FUNCTION public.outbox_group_lock_key(aggregate_id text)
 AS $function$
   select pg_catalog.hashtextextended(aggregate_id, pg_catalog.hashtextextended('"public"."outbox_events" group', 0))
 $function$
+CREATE OR REPLACE FUNCTION public.outbox_high_water_only_rises()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+begin
+  new.purged_published_seq := greatest(old.purged_published_seq, new.purged_published_seq);
+  return new;
+end;
+$function$
 CREATE OR REPLACE FUNCTION public.outbox_lock_aggregates(aggregate_types text[], aggregate_ids text[])
  RETURNS boolean
  LANGUAGE plpgsql
@@ -158,7 +182,7 @@ $function$
 CREATE OR REPLACE FUNCTION public.outbox_order_key_state()
  RETURNS TABLE(sequence_name text, sequence_last_value bigint, sequence_cache bigint, latest_published_seq bigint)
  LANGUAGE sql
- STABLE SECURITY DEFINER
+ STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
         select 'public.outbox_events_seq_seq'::text, pg_sequence_last_value('public.outbox_events_seq_seq'::regclass),
@@ -181,5 +205,34 @@ $function$
 
 -- triggers
 CREATE TRIGGER outbox_commit_order BEFORE INSERT ON public.outbox_events FOR EACH ROW EXECUTE FUNCTION outbox_commit_order()
+CREATE TRIGGER outbox_high_water_only_rises BEFORE UPDATE ON public.outbox_group_high_water FOR EACH ROW EXECUTE FUNCTION outbox_high_water_only_rises()
 CREATE TRIGGER outbox_notify AFTER INSERT ON public.outbox_events FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify()
 CREATE TRIGGER outbox_text_bound BEFORE UPDATE OF payload, headers ON public.outbox_events FOR EACH ROW EXECUTE FUNCTION outbox_commit_order()
+
+-- row security
+outbox_events enabled
+
+-- policies
+outbox_events any_role PERMISSIVE for ALL to public using true with check true
+outbox_events purge_deletes_settled_rows RESTRICTIVE for DELETE to outbox_purge:outbox_test_template.public.outbox_events using ((processed_at IS NOT NULL) OR (dead_lettered_at IS NOT NULL))
+outbox_events purge_locks_settled_rows RESTRICTIVE for UPDATE to outbox_purge:outbox_test_template.public.outbox_events using ((processed_at IS NOT NULL) OR (dead_lettered_at IS NOT NULL))
+
+-- privileges
+column outbox_events.attempts to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_events.available_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_events.dead_lettered_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_events.last_error to outbox_purge:outbox_test_template.public.outbox_events: UPDATE
+column outbox_events.last_error to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_events.processed_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_events.transient_failures to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_group_high_water.purged_published_seq to outbox_purge:outbox_test_template.public.outbox_events: UPDATE
+function outbox_aggregate_lock_key(text,text) to PUBLIC: EXECUTE
+function outbox_group_lock_key(text) to PUBLIC: EXECUTE
+function outbox_lock_aggregates(text[],text[]) to PUBLIC: EXECUTE
+function outbox_notify() to PUBLIC: EXECUTE
+function outbox_order_key_state() to PUBLIC: EXECUTE
+function outbox_text_bound(jsonb) to PUBLIC: EXECUTE
+sequence outbox_events_seq_seq to outbox_relay:outbox_test_template.public.outbox_events: SELECT
+table outbox_events to outbox_purge:outbox_test_template.public.outbox_events: DELETE, SELECT
+table outbox_events to outbox_relay:outbox_test_template.public.outbox_events: SELECT
+table outbox_group_high_water to outbox_purge:outbox_test_template.public.outbox_events: INSERT, SELECT

@@ -35,9 +35,23 @@ export function useTestDatabase(): TestDatabase {
     const admin = new pg.Client({ connectionString: inject("pgUrl") });
     await admin.connect();
     await admin.query(`drop database if exists ${name} with (force)`);
+    await dropOutboxRolesOf(admin, name);
     await admin.end();
   });
   return state;
+}
+
+/**
+ * Roles belong to the cluster and outlive the database: the ones migration 0009 created for an outbox of this
+ * database (named `outbox_<job>:<database>.<schema>.<table>`) go with it, so a long-lived test server does not
+ * collect them. Once the database is dropped nothing depends on them.
+ */
+async function dropOutboxRolesOf(admin: pg.Client, database: string) {
+  const { rows } = await admin.query<{ name: string }>(
+    "select quote_ident(rolname) as name from pg_roles where rolname like 'outbox\\_%:' || $1 || '.%'",
+    [database],
+  );
+  for (const { name } of rows) await admin.query(`drop role if exists ${name}`);
 }
 
 /** An empty database (no migrations) for tests of the migration runner itself. */
@@ -53,6 +67,7 @@ export async function createEmptyDatabase(): Promise<{ url: string; drop(): Prom
       const client = new pg.Client({ connectionString: inject("pgUrl") });
       await client.connect();
       await client.query(`drop database if exists ${name} with (force)`);
+      await dropOutboxRolesOf(client, name);
       await client.end();
     },
   };

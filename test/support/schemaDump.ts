@@ -2,7 +2,9 @@ import type { Queryable } from "../../functions/shared/db/session.ts";
 
 /**
  * A deterministic text description of one schema, from the catalogs (no pg_dump binary needed): columns,
- * constraints, indexes, storage options, views, functions and triggers.
+ * constraints, indexes, storage options, views, functions, triggers, row security and its policies, and the
+ * privileges granted on the schema's objects to anyone but their owner (PUBLIC's default EXECUTE on functions
+ * included, so a definer function left open to everyone shows).
  */
 export async function dumpSchema(db: Queryable, schema = "public"): Promise<string> {
   const sections: [string, string, unknown[]][] = [
@@ -53,6 +55,44 @@ export async function dumpSchema(db: Queryable, schema = "public"): Promise<stri
       `select pg_get_triggerdef(t.oid) as line from pg_trigger t
        join pg_class c on c.oid = t.tgrelid join pg_namespace n on n.oid = c.relnamespace
        where n.nspname = $1 and not t.tgisinternal order by t.tgname`,
+      [schema],
+    ],
+    [
+      "row security",
+      `select c.relname || case when c.relforcerowsecurity then ' forced' else ' enabled' end as line
+       from pg_class c join pg_namespace n on n.oid = c.relnamespace
+       where n.nspname = $1 and c.relrowsecurity order by 1`,
+      [schema],
+    ],
+    [
+      "policies",
+      `select tablename || ' ' || policyname || ' ' || permissive || ' for ' || cmd || ' to ' || array_to_string(roles, ', ')
+              || coalesce(' using ' || qual, '') || coalesce(' with check ' || with_check, '') as line
+       from pg_policies where schemaname = $1 order by tablename, policyname`,
+      [schema],
+    ],
+    [
+      "privileges",
+      `select kind || ' ' || object || ' to ' || grantee || ': ' || string_agg(privilege, ', ' order by privilege) as line
+       from (
+         select case c.relkind when 'S' then 'sequence' when 'v' then 'view' else 'table' end as kind,
+                c.relname::text as object, a.grantee, a.privilege_type as privilege, c.relowner as owner
+         from pg_class c join pg_namespace n on n.oid = c.relnamespace, aclexplode(c.relacl) a
+         where n.nspname = $1
+         union all
+         select 'column', c.relname || '.' || t.attname, a.grantee, a.privilege_type, c.relowner
+         from pg_attribute t join pg_class c on c.oid = t.attrelid join pg_namespace n on n.oid = c.relnamespace,
+              aclexplode(t.attacl) a
+         where n.nspname = $1 and t.attacl is not null
+         union all
+         select 'function', p.oid::regprocedure::text, a.grantee, a.privilege_type, p.proowner
+         from pg_proc p join pg_namespace n on n.oid = p.pronamespace,
+              aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+         where n.nspname = $1
+       ) as granted(kind, object, grantee_oid, privilege, owner)
+       cross join lateral (select coalesce((select rolname from pg_roles where oid = grantee_oid), 'PUBLIC')) as g(grantee)
+       where grantee_oid <> owner
+       group by kind, object, grantee order by kind, object, grantee`,
       [schema],
     ],
   ];
