@@ -77,15 +77,17 @@ describe("a handler's session settings never reach the next record (issue 28, fi
     await handler({ Records: [relayRecord({ aggregateId: "session-set", seq: 1 })] });
 
     expect(answers["set search_path = elsewhere"]).toMatch(/TransactionControlError: "set search_path"/);
-    expect(answers["SET SESSION statement_timeout = 0"]).toMatch(/"SET SESSION"/);
-    expect(answers["/* a comment */ reset search_path"]).toMatch(/"reset"/);
+    expect(answers["SET SESSION statement_timeout = 0"]).toMatch(/"SET SESSION statement_timeout"/);
+    expect(answers["/* a comment */ reset search_path"]).toMatch(/"reset search_path"/);
+    expect(answers["set local search_path = elsewhere"]).toBe("ran");
   });
 
   it("leaves no custom setting, role or search path behind for the next record", async () => {
     const seen: Record<string, string | null>[] = [];
     const handler: InboxRecordHandler = async (event, { client }) => {
       const { rows } = await client.query<Record<string, string | null>>(
-        `select current_setting('app.tenant', true) as tenant, current_user::text as who,
+        // Unset, a custom setting reads null; reset, ''; neither is the tenant.
+        `select coalesce(current_setting('app.tenant', true), '') as tenant, current_user::text as who,
                 current_setting('search_path') as path`,
       );
       seen.push(rows[0] as Record<string, string | null>);
