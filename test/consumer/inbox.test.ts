@@ -32,7 +32,12 @@ describe("the inbox table", () => {
     try {
       const first = await migrateInbox(pool, { schema: "orders_consumer" });
       const again = await migrateInbox(pool, { schema: "orders_consumer" });
-      const files = ["0001_inbox.sql", "0002_consumer_key.sql", "0003_consumer_positions.sql"];
+      const files = [
+        "0001_inbox.sql",
+        "0002_consumer_key.sql",
+        "0003_consumer_positions.sql",
+        "0004_position_origin.sql",
+      ];
       expect(first.applied).toEqual(files);
       expect(again).toEqual({ applied: [], alreadyApplied: files });
       const { rows } = await pool.query<{ table_name: string }>(

@@ -49,6 +49,8 @@ describe("parseInboxEvent", () => {
       aggregateId: "o-1",
       createdAt: new Date("2026-12-01T10:00:00.000Z"),
       seq: 42n,
+      // The queue the record was read from: the relay publishes one outbox to a queue.
+      origin: "arn:aws:sqs:eu-west-1:123456789012:orders.fifo",
       sequenceNumber: 18889551798372123392n,
       headers: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" },
       payload: { orderId: "o-1" },

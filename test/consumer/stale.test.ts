@@ -77,7 +77,11 @@ describe("consumers sharing one database (finding 9)", () => {
     const handler = createInboxHandler(writeEffect, { pool: db.pool, schema, ...log });
     await handler({ Records: [record] });
 
-    expect(upgraded.applied).toEqual(["0002_consumer_key.sql", "0003_consumer_positions.sql"]);
+    expect(upgraded.applied).toEqual([
+      "0002_consumer_key.sql",
+      "0003_consumer_positions.sql",
+      "0004_position_origin.sql",
+    ]);
     expect(log.statuses()).toEqual({ [record.messageId]: "duplicate" });
   });
 });

@@ -27,6 +27,7 @@ export function inboxEvent(overrides: Partial<InboxEvent> = {}): InboxEvent {
     aggregateId: "o-1",
     createdAt: new Date("2026-12-01T10:00:00.000Z"),
     seq: 42n,
+    origin: "arn:aws:sqs:us-east-1:000000000000:q.fifo",
     sequenceNumber: 1n,
     headers: {},
     payload: { orderId: "o-1", total: 5 },

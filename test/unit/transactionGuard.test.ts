@@ -2,34 +2,43 @@ import { describe, expect, it } from "vitest";
 import type { Queryable } from "../../functions/shared/consumer/index.ts";
 import {
   guardClient,
+  leadingWords,
+  refusedStatement,
   TransactionControlError,
-  transactionControlIn,
 } from "../../functions/shared/consumer/transactionGuard.ts";
 
 /**
- * What the guard classifies today, pinned so that its coming redesign changes it on purpose: each case is the
- * statement text and what transactionControlIn answers (the statement's leading words as written, or undefined).
+ * The guard's design (transactionGuard.ts): every query goes out as ONE statement on the extended protocol (the
+ * server refuses a text of several), so the statement's leading keywords decide. These cases pin what
+ * refusedStatement answers for a single statement: the words it names, or undefined.
  */
-describe("transactionControlIn: the statements the guard refuses today", () => {
+describe("refusedStatement: one statement, judged by its leading keywords", () => {
   it.each([
     ["select 1"],
     ["insert into t (word) values ('begin')"],
     ["update t set state = 'commit' where id = $1"],
     ["call apply_order($1)"],
+    ["do $$ begin commit; end $$"],
     ["start"],
     ["prepare fetch_order as select * from orders where id = $1"],
     ["set local statement_timeout = 0"],
-    ["set search_path = other"],
+    ["SET LOCAL search_path = other"],
+    ["set constraints all deferred"],
     ["savepoint before_insert"],
     ["release savepoint before_insert"],
     ["release before_insert"],
     ["rollback to savepoint before_insert"],
     ["rollback to before_insert"],
+    ["rollback /* why */ to before_insert"],
     ["ROLLBACK TRANSACTION TO before_insert"],
     ["rollback work to savepoint before_insert"],
+    ["commité"],
+    ["commit$x"],
+    ['"commit"'],
+    ["(select 1)"],
     [""],
   ])("lets %j through", (text) => {
-    expect(transactionControlIn(text)).toBeUndefined();
+    expect(refusedStatement(text)).toBeUndefined();
   });
 
   it.each([
@@ -37,62 +46,47 @@ describe("transactionControlIn: the statements the guard refuses today", () => {
     ["BEGIN", "BEGIN"],
     ["begin;", "begin"],
     ["begin transaction isolation level serializable", "begin"],
-    ["begin work", "begin"],
     ["start transaction", "start transaction"],
     ["Start Transaction read only", "Start Transaction"],
     ["commit", "commit"],
     ["COMMIT AND CHAIN", "COMMIT"],
-    ["commit work", "commit"],
+    ["commit prepared 'p1'", "commit"],
     ["end", "end"],
-    ["END TRANSACTION", "END"],
     ["abort", "abort"],
     ["rollback", "rollback"],
     ["rollback work", "rollback"],
-    ["rollback transaction", "rollback"],
     ["rollback and chain", "rollback"],
+    ["rollback prepared 'p1'", "rollback"],
     ["prepare transaction 'inbox-1'", "prepare transaction"],
     ["set transaction isolation level serializable", "set transaction"],
-    ["set transaction read only", "set transaction"],
     ["set session characteristics as transaction read only", "set session characteristics"],
     ["set local transaction isolation level serializable", "set local transaction"],
     ["set session transaction read only", "set session transaction"],
     ["\n   commit  \n", "commit"],
-  ])("refuses %j as %j", (text, refused) => {
-    expect(transactionControlIn(text)).toBe(refused);
+    ["\f\v\tcommit", "commit"],
+    ["/* why */ commit", "commit"],
+    ["-- why\ncommit", "commit"],
+    ["-- why\rcommit", "commit"],
+    ["/* outer /* inner */ still a comment */ commit", "commit"],
+    ["set default_transaction_read_only = on", "set default_transaction_read_only"],
+    ["set search_path = other", "set search_path"],
+    ["SET SESSION search_path = other", "SET SESSION search_path"],
+    ["set session authorization other", "set session authorization"],
+    ["set role other", "set role"],
+    ['set "search_path" = other', "set"],
+    ["set time zone 'UTC'", "set time"],
+    ["reset all", "reset all"],
+    ["reset search_path", "reset search_path"],
+    ["discard all", "discard all"],
+  ])("refuses %j naming %j", (text, words) => {
+    expect(refusedStatement(text)?.words).toBe(words);
   });
 
-  it("finds transaction control in any statement of a multi-statement text", () => {
-    expect(transactionControlIn("select 1; commit")).toBe("commit");
-    expect(transactionControlIn("insert into t values (1);\nrollback;\nselect 2")).toBe("rollback");
-    expect(transactionControlIn("select 1; begin; commit")).toBe("begin");
-    expect(transactionControlIn("select $1; commit")).toBe("commit");
-  });
-
-  it("skips comments, before a statement and around a semicolon", () => {
-    expect(transactionControlIn("/* why */ commit")).toBe("commit");
-    expect(transactionControlIn("-- why\ncommit")).toBe("commit");
-    expect(transactionControlIn("select 1 -- ; commit")).toBeUndefined();
-    expect(transactionControlIn("/* ; commit */ select 1")).toBeUndefined();
-    expect(transactionControlIn("/* outer /* inner */ ; commit */ select 1")).toBeUndefined();
-    expect(transactionControlIn("/* outer /* inner */ still a comment */ commit")).toBe("commit");
-  });
-
-  it("does not split inside literals, quoted identifiers or dollar quotes", () => {
-    expect(transactionControlIn("select 'a; commit'")).toBeUndefined();
-    expect(transactionControlIn("select 'it''s; commit'")).toBeUndefined();
-    expect(transactionControlIn('select 1 as "x; commit"')).toBeUndefined();
-    expect(transactionControlIn("select $$; commit$$")).toBeUndefined();
-    expect(transactionControlIn("select $body$ ; commit; $body$")).toBeUndefined();
-    expect(transactionControlIn("do $$ begin commit; end $$")).toBeUndefined();
-  });
-
-  it("reads backslash escapes in E'' strings only", () => {
-    expect(transactionControlIn("select E'\\'; commit'")).toBeUndefined();
-    expect(transactionControlIn("select '\\'; commit")).toBe("commit");
-  });
-
-  it("lets a $ inside a word stay a plain character, not a dollar quote", () => {
-    expect(transactionControlIn("select a$b$; commit")).toBe("commit");
+  it("reads words as Postgres reads identifiers: non-ASCII letters and $ are part of a word", () => {
+    expect(leadingWords("select 1 as é$x$", 5)).toEqual(["select"]);
+    expect(leadingWords("é$x$ commit", 2)).toEqual(["é$x$", "commit"]);
+    expect(leadingWords("  /* a */ rollback -- b\n to  x", 3)).toEqual(["rollback", "to", "x"]);
+    expect(leadingWords("/* never closed commit", 1)).toEqual([]);
   });
 });
 
@@ -108,8 +102,10 @@ function recordingSession() {
   return { session, received };
 }
 
+type AnyQuery = (...args: unknown[]) => Promise<unknown>;
+
 describe("guardClient: context.client", () => {
-  it("passes ordinary statements, with their values, through to the session and returns its answer", async () => {
+  it("sends every statement as one config object on the extended protocol, values included, and returns the answer", async () => {
     const { session, received } = recordingSession();
     const guard = guardClient(session);
     await expect(guard.client.query("select $1::int", [1])).resolves.toEqual({
@@ -117,8 +113,25 @@ describe("guardClient: context.client", () => {
       rowCount: 1,
     });
     await guard.client.query("savepoint s");
-    expect(received).toEqual([["select $1::int", [1]], ["savepoint s"]]);
+    expect(received).toEqual([
+      [{ text: "select $1::int", values: [1], queryMode: "extended" }],
+      [{ text: "savepoint s", values: [], queryMode: "extended" }],
+    ]);
     expect(guard.refused()).toBeUndefined();
+  });
+
+  it("forces the extended protocol on a config object (a named one too), keeping its other fields", async () => {
+    const { session, received } = recordingSession();
+    const guard = guardClient(session);
+    const query = guard.client.query as unknown as AnyQuery;
+    await query({ text: "select 1", rowMode: "array", queryMode: "simple" });
+    await query({ name: "one", text: "select $1", values: [1] });
+    await query({ text: "select $1", values: [1] }, [2]);
+    expect(received).toEqual([
+      [{ text: "select 1", rowMode: "array", values: [], queryMode: "extended" }],
+      [{ name: "one", text: "select $1", values: [1], queryMode: "extended" }],
+      [{ text: "select $1", values: [2], queryMode: "extended" }],
+    ]);
   });
 
   it("refuses transaction control without sending it, and remembers the first refusal even if caught", async () => {
@@ -129,17 +142,31 @@ describe("guardClient: context.client", () => {
     await expect(commit).rejects.toThrow(/^"commit" on context\.client: transaction control is refused/);
     await guard.client.query("rollback").catch(() => {});
     await guard.client.query("select 1");
-    expect(received).toEqual([["select 1"]]);
+    expect(received).toEqual([[{ text: "select 1", values: [], queryMode: "extended" }]]);
     expect(guard.refused()?.message).toMatch(/^"commit"/);
   });
 
-  it("reads the text of a query config object", async () => {
+  it("refuses a session-level setting, naming it", async () => {
     const { session, received } = recordingSession();
     const guard = guardClient(session);
-    const query = guard.client.query as unknown as (config: { text: string }) => Promise<unknown>;
-    await expect(query({ text: "begin" })).rejects.toThrow(/^"begin" on context\.client/);
-    await query({ text: "select 1" });
-    expect(received).toEqual([[{ text: "select 1" }]]);
+    await expect(guard.client.query("set search_path = other")).rejects.toThrow(
+      /^"set search_path" on context\.client: a session-level setting would outlive the record/,
+    );
+    expect(received).toEqual([]);
+  });
+
+  it("refuses the forms it cannot force into one statement: submittables, callbacks, configs without text", async () => {
+    const { session, received } = recordingSession();
+    const guard = guardClient(session);
+    const query = guard.client.query as unknown as AnyQuery;
+    await expect(query({ text: "select 1", submit: () => {} })).rejects.toThrow(/^a submittable/);
+    await expect(query("select 1", () => {})).rejects.toThrow(/^a callback on context\.client is refused/);
+    await expect(query("select 1", [], () => {})).rejects.toThrow(/^a callback/);
+    await expect(query({ name: "x" })).rejects.toThrow(/^a query config without a text/);
+    await expect(query(42)).rejects.toThrow(/^a query of type number/);
+    await expect(query("select $1", "1")).rejects.toThrow(/^a values argument that is not an array/);
+    expect(received).toEqual([]);
+    expect(guard.refused()).toBeInstanceOf(TransactionControlError);
   });
 
   it("refuses everything once closed, and that refusal fails the record too", async () => {

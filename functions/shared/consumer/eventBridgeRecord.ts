@@ -46,7 +46,7 @@ export function parseEventBridgeRecord(record: SqsRecord, event: EventBridgeEven
     return value;
   };
   const detailType = text(event["detail-type"], "body.detail-type");
-  text(event.source, "body.source");
+  const source = text(event.source, "body.source");
   const detail = event.detail;
   if (typeof detail !== "object" || detail === null || Array.isArray(detail)) {
     throw new ValidationError("body.detail", `is ${describe(detail)}; expected the relay's envelope object`);
@@ -70,6 +70,8 @@ export function parseEventBridgeRecord(record: SqsRecord, event: EventBridgeEven
     aggregateId: text(field("aggregateId"), "body.detail.aggregateId"),
     createdAt: timestamp("body.detail.createdAt", text(field("createdAt"), "body.detail.createdAt")),
     seq: orderKey("body.detail.seq", text(field("seq"), "body.detail.seq")),
+    // Every relay publishing to a bus has its `source` (rules match on it): it names the outbox.
+    origin: source,
     sequenceNumber: sequenceNumber(record.attributes?.SequenceNumber),
     headers,
     payload: field("payload"),

@@ -22,6 +22,13 @@ export interface InboxEvent<Payload = unknown> {
    */
   seq: bigint;
   /**
+   * Which outbox assigned `seq` (a seq compares only with the seqs of its own outbox): the EventBridge event's
+   * `source` (the relay's `source` setting) for an event that came through a bus; the ARN of the queue the
+   * record was read from (`eventSourceARN`) for the relay's own SQS message. The stale-event mark is kept per
+   * origin. Nothing new on the wire: both are sent already, and SQS allows only 10 message attributes.
+   */
+  origin: string;
+  /**
    * SQS FIFO's sequence number, which grows with every message of a group
    * in the order the relay sent them (= outbox order, the relay's invariant 2). A 128-bit number, hence bigint.
    * Undefined when the event came through EventBridge to a standard queue, which has none (and a bus orders

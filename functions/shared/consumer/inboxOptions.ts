@@ -27,7 +27,8 @@ export interface InboxHandlerOptions extends InboxLocation {
   consumer?: string;
   /**
    * "apply" (default) runs every new event; "skip" acknowledges without running an event whose outbox `seq`
-   * is lower than the highest this consumer applied for its aggregate (outcome "stale").
+   * is lower than the highest this consumer applied for its aggregate from the same origin (InboxEvent.origin:
+   * the outbox that assigned the seq) (outcome "stale").
    */
   staleEvents?: "apply" | "skip";
   logger?: InboxLogger;

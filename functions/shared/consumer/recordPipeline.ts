@@ -11,6 +11,7 @@ import { backoffMs, isConflict, isOutage, type TransactionRunner } from "./recor
 import type { EventRouter } from "./router.ts";
 import { advancePosition } from "./sql/advancePosition.ts";
 import { recordInbox } from "./sql/recordInbox.ts";
+import { confirmSameTransaction } from "./sql/sameTransaction.ts";
 import type { LambdaContextLike, SqsRecord } from "./sqsEvent.ts";
 import { guardClient } from "./transactionGuard.ts";
 
@@ -53,7 +54,14 @@ export function batchProcessor(pipeline: RecordPipeline): BatchProcessor {
 function recordProcessor({ settings, transaction, route, logger, report }: RecordPipeline) {
   const { names, consumer, skipStale, statementTimeoutMs, maxAttempts } = settings;
   // The idle bound ends the session (and releases the inbox row's lock) if this process freezes mid-record.
-  const bounds = { statementTimeoutMs, idleInTransactionMs: statementTimeoutMs };
+  // `read write` whatever the session's default; after a commit the session's settings are reset, so one a
+  // handler changed (through a function: the guard refuses `set`) never reaches the next record.
+  const bounds = {
+    statementTimeoutMs,
+    idleInTransactionMs: statementTimeoutMs,
+    readWrite: true,
+    resetSession: true,
+  };
   return async (
     record: SqsRecord,
     lambdaContext: LambdaContextLike | undefined,
@@ -73,7 +81,8 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
         }
         try {
           status = await transaction(async (session) => {
-            if (!(await recordInbox(session, names, consumer, parsed))) return "duplicate" as const;
+            const xid = await recordInbox(session, names, consumer, parsed);
+            if (xid === undefined) return "duplicate" as const;
             if (skipStale && !(await advancePosition(session, names, consumer, parsed)))
               return "stale" as const;
             if (run === undefined) return "ignored" as const;
@@ -86,6 +95,7 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
             }
             const refused = guard.refused();
             if (refused !== undefined) throw refused;
+            await confirmSameTransaction(session, xid);
             inUserHandler = false;
             return "processed" as const;
           }, bounds);

@@ -24,7 +24,8 @@ export function transactionRunner(session: InboxSession): TransactionRunner {
   return (work, bounds) =>
     lend((client) => {
       const lent: SessionClient = {
-        query: (text, values) => client.query(text, values),
+        // Every argument as given: the guarded client sends pg config objects (transactionGuard.ts).
+        query: (...args: Parameters<SessionClient["query"]>) => client.query(...args),
         release: () => {},
         on: (event, listener) => client.on?.(event, listener),
         off: (event, listener) => client.off?.(event, listener),

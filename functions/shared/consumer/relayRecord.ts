@@ -52,6 +52,9 @@ export function parseRelayRecord(record: SqsRecord): InboxEvent {
     aggregateId: attribute("aggregateId"),
     createdAt,
     seq,
+    // The relay publishes one outbox to a queue: the queue names the outbox. A DLQ redrive moves messages back
+    // to the queue they came from, so a redriven message keeps its origin.
+    origin: record.eventSourceARN ?? "",
     sequenceNumber: sequenceNumber(record.attributes.SequenceNumber),
     headers,
     payload,

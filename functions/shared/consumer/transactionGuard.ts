@@ -2,21 +2,45 @@ import type { Queryable } from "../db/session.ts";
 import { OutboxError } from "../outbox/errors.ts";
 
 /**
- * Thrown (and remembered: the record fails even if the handler catches it) when the user's handler sends a
- * statement that would end, restart or reconfigure the record's transaction through `context.client`.
+ * Thrown (and remembered: the record fails even if the handler catches it) when the user's handler sends,
+ * through `context.client`, a statement that would end, restart or reconfigure the record's transaction or
+ * change a session-level setting, a query form the guard cannot force into one statement, or anything after
+ * the handler returned; and when the record's transaction is found not to be the one it began.
  */
 export class TransactionControlError extends OutboxError {
   override name = "TransactionControlError";
 }
 
 /**
- * `context.client`: the record's session with transaction control refused. Why refuse rather than run the
- * handler under a savepoint: a savepoint does not stop a `commit` (it commits the inbox row with whatever was
- * written before it, and the redelivery is then a "duplicate" whose remainder never runs), nor a `rollback`
- * (which ends the transaction the inbox row is in). Only refusing the statement keeps the inbox row and the
- * handler's writes in one transaction. Savepoints of the handler's own (`savepoint`, `release`, `rollback to`)
- * stay allowed: they are taken after the inbox row, so rolling back to one cannot undo it, and they are the
- * safe way to catch an expected error (a unique violation) without aborting the record's transaction.
+ * `context.client`: the record's session, through which no statement runs outside the record's transaction and
+ * nothing commits or rolls back the inbox row. Decided by how Postgres will execute the statement, not by
+ * parsing SQL:
+ *
+ * 1. **One statement per query.** Every query goes out on the extended protocol (pg's `queryMode: "extended"`,
+ *    whatever form the handler used: text, text and values, a config object, a named statement), where the
+ *    server itself refuses a text of several statements ("cannot insert multiple commands into a prepared
+ *    statement", 42601). So nothing can hide a second statement behind a literal, an identifier, a dollar quote
+ *    or a `standard_conforming_strings` the handler changed: the server does the splitting, and it refuses.
+ *    (pg's `values: []` alone does not do it: an empty array is sent on the simple protocol, which runs them all.)
+ *    A form the guard cannot rewrite (a Submittable: pg-cursor, pg-query-stream) or a callback is refused.
+ * 2. **The leading keyword decides.** A single statement's command is its first keyword, after whitespace and
+ *    comments (a comment cannot hide a second statement: there is none). Refused: transaction control (`begin`,
+ *    `start transaction`, `commit`, `end`, `abort`, `rollback` other than `rollback to`, `prepare transaction`,
+ *    `set transaction`, `set local transaction`) and session-level state (`set` without `local`, `set session`,
+ *    `reset`, `discard`): a session setting would outlive the record, and behind a transaction pooler reach other
+ *    clients. `set local` and `set constraints` stay allowed (they end with the transaction), and so do the
+ *    handler's own savepoints (`savepoint`, `release`, `rollback to`): taken after the inbox row, rolling back to
+ *    one cannot undo it. Code that runs inside a statement cannot end the transaction either: Postgres refuses
+ *    `commit`/`rollback` in a `do` block or procedure called inside a transaction block (2D000).
+ * 3. **The server confirms it before the commit** (recordPipeline.ts, sql/recordInbox.ts): the inbox insert
+ *    returns the transaction's id, and just before committing, a statement compares it with the current one. A
+ *    session that left the record's transaction by some path not foreseen here fails the record loudly instead
+ *    of committing work that is not the record's.
+ * What a statement can still change through a function (`set_config(…, false)`) is undone by the record's
+ * transaction: a rollback undoes it, and a commit is followed by a reset of the session (db/session.ts).
+ *
+ * Why not a savepoint around the handler: a savepoint stops neither a `commit` (which commits the inbox row with
+ * whatever was written before it) nor a `rollback` (which ends the transaction the inbox row is in).
  *
  * After the handler returns the client refuses everything: a query left running (not awaited) or a client kept
  * for later would otherwise write outside any record's transaction.
@@ -28,29 +52,44 @@ export interface GuardedClient {
   close(): void;
 }
 
+/** What pg's `client.query` is given as a config object (the fields the guard reads or sets). */
+interface QueryConfig {
+  text: string;
+  values?: unknown[];
+  name?: string;
+  queryMode?: "extended";
+  [field: string]: unknown;
+}
+
 export function guardClient(session: Queryable): GuardedClient {
   let refusal: TransactionControlError | undefined;
   let closed = false;
-  const query = (...args: unknown[]) => {
-    const first = args[0] as { text?: unknown } | string | undefined;
-    const text = typeof first === "string" ? first : first?.text;
-    const refusedStatement = closed
-      ? "any statement"
-      : typeof text === "string"
-        ? transactionControlIn(text)
-        : undefined;
-    if (refusedStatement !== undefined) {
-      const error = new TransactionControlError(
-        closed
-          ? "context.client was used after its record's handler returned: it belongs to that record's transaction"
-          : `${JSON.stringify(refusedStatement)} on context.client: transaction control is refused. The record's ` +
-              "transaction carries its inbox row; it commits after the handler returns and rolls back if the handler " +
-              "throws (use a savepoint of your own to undo part of the work)",
+  const refuse = (message: string) => {
+    const error = new TransactionControlError(message);
+    refusal ??= error;
+    return Promise.reject(error);
+  };
+  const query = (first: unknown, second?: unknown, ...rest: unknown[]) => {
+    if (closed) {
+      return refuse(
+        "context.client was used after its record's handler returned: it belongs to that record's transaction",
       );
-      refusal ??= error;
-      return Promise.reject(error);
     }
-    return (session.query as (...a: unknown[]) => Promise<unknown>)(...args);
+    const form = singleStatement(first, second, rest);
+    if (typeof form === "string")
+      return refuse(
+        `${form} on context.client is refused: ${form === "a callback" ? "use the promise it returns" : "the guard can only run a query it can send as one statement on the extended protocol (text, text and values, or a config object with text)"}`,
+      );
+    const refused = refusedStatement(form.text);
+    if (refused !== undefined) {
+      return refuse(
+        `${JSON.stringify(refused.words)} on context.client: ${refused.reason}. The record's transaction carries its ` +
+          "inbox row; it commits after the handler returns and rolls back if the handler throws (use a savepoint " +
+          "of your own to undo part of the work, and `set local` for a setting)",
+      );
+    }
+    // A config object: pg's Client and PoolClient take it; a lent session must be one of them (inboxOptions.ts).
+    return (session.query as unknown as (config: QueryConfig) => Promise<unknown>)(form);
   };
   return {
     client: { query } as Queryable,
@@ -62,100 +101,115 @@ export function guardClient(session: Queryable): GuardedClient {
 }
 
 /**
- * The first statement in `text` that controls the transaction, as the user wrote its leading keywords, or
- * undefined. `text` may hold several statements (the simple query protocol runs them all): it is split at
- * semicolons outside string literals, quoted identifiers, dollar quotes and comments (nested block comments,
- * as Postgres allows: https://www.postgresql.org/docs/current/sql-syntax-lexical.html#SQL-SYNTAX-COMMENTS).
- * A `do` block or procedure that commits is refused by Postgres itself inside a transaction block.
+ * pg's query forms as one config object on the extended protocol, or what the form is when the guard cannot do
+ * that. pg's own precedence: a `values` argument replaces the config's.
  */
-export function transactionControlIn(text: string): string | undefined {
-  for (const statement of statements(text)) {
-    const words = statement.trim().split(/\s+/);
-    const [first = "", second = "", third = ""] = words.map((word) => word.toLowerCase());
-    const lead = (count: number) => words.slice(0, count).join(" ");
-    switch (first) {
-      case "begin":
-      case "commit":
-      case "end":
-      case "abort":
-        return lead(1);
-      case "rollback":
-        // `rollback to [savepoint] x` and `rollback transaction|work to x` undo to the handler's own savepoint.
-        if (second === "to" || ((second === "transaction" || second === "work") && third === "to")) break;
-        return lead(1);
-      case "start":
-        if (second === "transaction") return lead(2);
-        break;
-      case "prepare":
-        if (second === "transaction") return lead(2);
-        break;
-      case "set":
-        if (second === "transaction") return lead(2);
-        if (second === "session" && third === "characteristics") return lead(3);
-        if ((second === "local" || second === "session") && third === "transaction") return lead(3);
-        break;
-    }
+function singleStatement(first: unknown, second: unknown, rest: unknown[]): QueryConfig | string {
+  if (typeof second === "function" || rest.some((argument) => typeof argument === "function")) {
+    return "a callback";
   }
-  return undefined;
+  if (second !== undefined && !Array.isArray(second)) return "a values argument that is not an array";
+  if (typeof first === "string")
+    return { text: first, values: (second as unknown[] | undefined) ?? [], queryMode: "extended" };
+  if (typeof first !== "object" || first === null) return `a query of type ${typeof first}`;
+  if (typeof (first as { submit?: unknown }).submit === "function") {
+    return "a submittable (pg-cursor, pg-query-stream or a pg Query object)";
+  }
+  const config = first as QueryConfig;
+  if (typeof config.text !== "string") return "a query config without a text";
+  if (config.values !== undefined && !Array.isArray(config.values))
+    return "a query config whose values is not an array";
+  return {
+    ...config,
+    values: (second as unknown[] | undefined) ?? config.values ?? [],
+    queryMode: "extended",
+  };
 }
 
-/** The statements of `text`, comments blanked out, literals kept whole. */
-function statements(text: string): string[] {
-  const found: string[] = [];
-  let current = "";
+/** Why a statement is refused, and its leading words as the user wrote them. */
+export interface RefusedStatement {
+  words: string;
+  reason: string;
+}
+
+const TRANSACTION_CONTROL = "transaction control is refused";
+const SESSION_STATE =
+  "a session-level setting would outlive the record (and behind a transaction pooler reach other clients); use `set local`";
+
+/**
+ * Whether ONE statement (the guard sends nothing else: see guardClient) controls the transaction or changes
+ * session-level state, judged by its leading keywords. Not a parser: it reads words only up to the first thing
+ * that is not a keyword (a literal, a quoted identifier, an operator), which in a single statement is past its
+ * command.
+ */
+export function refusedStatement(text: string): RefusedStatement | undefined {
+  const words = leadingWords(text, 3);
+  const [first = "", second = "", third = ""] = words.map((word) => word.toLowerCase());
+  const lead = (count: number, reason: string) => ({ words: words.slice(0, count).join(" "), reason });
+  switch (first) {
+    case "begin":
+    case "commit":
+    case "end":
+    case "abort":
+      return lead(1, TRANSACTION_CONTROL);
+    case "rollback":
+      // `rollback to [savepoint] x` and `rollback transaction|work to x` undo to the handler's own savepoint.
+      if (second === "to" || ((second === "transaction" || second === "work") && third === "to"))
+        return undefined;
+      return lead(1, TRANSACTION_CONTROL);
+    case "start":
+      return second === "transaction" ? lead(2, TRANSACTION_CONTROL) : undefined;
+    case "prepare":
+      return second === "transaction" ? lead(2, TRANSACTION_CONTROL) : undefined;
+    case "set":
+      if (second === "transaction") return lead(2, TRANSACTION_CONTROL);
+      if (second === "local") return third === "transaction" ? lead(3, TRANSACTION_CONTROL) : undefined;
+      if (second === "constraints") return undefined;
+      if (second === "session" && (third === "characteristics" || third === "transaction")) {
+        return lead(3, TRANSACTION_CONTROL);
+      }
+      return lead(second === "session" ? 3 : 2, SESSION_STATE);
+    case "reset":
+    case "discard":
+      return lead(2, SESSION_STATE);
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * Up to `count` leading words of `text`, skipping whitespace and comments before and between them (`--` to the
+ * end of the line; block comments, nested, as Postgres allows:
+ * https://www.postgresql.org/docs/current/sql-syntax-lexical.html#SQL-SYNTAX-COMMENTS). A word is what Postgres
+ * reads as an identifier or key word: a letter, `_` or any non-ASCII character, then those, digits or `$`. Stops
+ * at anything else.
+ */
+export function leadingWords(text: string, count: number): string[] {
+  const words: string[] = [];
   let index = 0;
-  while (index < text.length) {
+  while (index < text.length && words.length < count) {
     const char = text[index] as string;
-    const next = text[index + 1];
-    if (char === "-" && next === "-") {
-      const end = text.indexOf("\n", index);
-      index = end === -1 ? text.length : end + 1;
-      current += " ";
-    } else if (char === "/" && next === "*") {
+    if (/[ \t\n\r\f\v]/.test(char)) {
+      index++;
+    } else if (text.startsWith("--", index)) {
+      while (index < text.length && text[index] !== "\n" && text[index] !== "\r") index++;
+    } else if (text.startsWith("/*", index)) {
       let depth = 0;
-      while (index < text.length) {
+      do {
         if (text.startsWith("/*", index)) {
           depth++;
           index += 2;
         } else if (text.startsWith("*/", index)) {
           depth--;
           index += 2;
-          if (depth === 0) break;
         } else index++;
-      }
-      current += " ";
-    } else if (char === "'" || char === '"') {
-      // E'...' strings allow backslash escapes; '' (or "") inside doubles the quote in both kinds.
-      const escapes = char === "'" && /[eE]$/.test(current);
-      let end = index + 1;
-      while (end < text.length) {
-        if (escapes && text[end] === "\\") end += 2;
-        else if (text[end] === char && text[end + 1] === char) end += 2;
-        else if (text[end] === char) break;
-        else end++;
-      }
-      current += text.slice(index, end + 1);
-      index = end + 1;
-    } else if (char === "$" && !/[\w$]$/.test(current)) {
-      const tag = /^\$(?:[A-Za-z_\u0080-\uffff][\w\u0080-\uffff]*)?\$/.exec(text.slice(index))?.[0];
-      if (tag === undefined) {
-        current += char;
-        index++;
-      } else {
-        const end = text.indexOf(tag, index + tag.length);
-        const stop = end === -1 ? text.length : end + tag.length;
-        current += text.slice(index, stop);
-        index = stop;
-      }
-    } else if (char === ";") {
-      found.push(current);
-      current = "";
-      index++;
+      } while (depth > 0 && index < text.length);
     } else {
-      current += char;
-      index++;
+      const word = /^[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*/.exec(text.slice(index))?.[0];
+      if (word === undefined) break;
+      words.push(word);
+      index += word.length;
     }
   }
-  found.push(current);
-  return found;
+  return words;
 }

@@ -39,9 +39,26 @@ export interface TransactionBounds {
   idleInTransactionMs?: number;
   /** One repeatable-read, read-only snapshot for every statement (monitoring reads), instead of read committed. */
   readOnlySnapshot?: boolean;
+  /**
+   * Begins `read write` explicitly, so a session (or role, or database) default of
+   * `default_transaction_read_only = on` cannot turn the transaction's writes into errors.
+   */
+  readWrite?: boolean;
+  /**
+   * After a commit, in the same round trip, puts every session-level setting back to the session's default:
+   * `reset session authorization`, `reset role`, `reset all` (the defaults are the server's, the role's and
+   * database's, and the connection's startup parameters; a `set` made after connecting is undone too). For a
+   * transaction that runs code the caller does not control (the consumer's handlers): a session-level setting
+   * it changed would otherwise reach the next transaction on the session, or behind a transaction pooler another
+   * client's. A rollback needs none: it undoes the settings made in the transaction by itself.
+   */
+  resetSession?: boolean;
 }
 
-const SETTING_OF: Record<Exclude<keyof TransactionBounds, "readOnlySnapshot">, string> = {
+const SETTING_OF: Record<
+  Exclude<keyof TransactionBounds, "readOnlySnapshot" | "readWrite" | "resetSession">,
+  string
+> = {
   statementTimeoutMs: "statement_timeout",
   lockTimeoutMs: "lock_timeout",
   idleInTransactionMs: "idle_in_transaction_session_timeout",
@@ -72,12 +89,16 @@ export async function withTransaction<T>(
     await client.query(
       bounds.readOnlySnapshot === true
         ? "begin isolation level repeatable read, read only"
-        : "begin isolation level read committed",
+        : bounds.readWrite === true
+          ? "begin isolation level read committed, read write"
+          : "begin isolation level read committed",
     );
     await setBounds(client, bounds);
     const result = await work(client);
-    const committed = await client.query("commit");
-    if (committed.command === "ROLLBACK") {
+    const committed = commandOf(
+      await client.query(bounds.resetSession === true ? COMMIT_AND_RESET : "commit"),
+    );
+    if (committed === "ROLLBACK") {
       throw new TransactionRolledBackError(
         "COMMIT was answered with ROLLBACK: the transaction had already failed (an error caught inside it), nothing it wrote was kept",
       );
@@ -105,6 +126,17 @@ export async function withTransaction<T>(
     client.release(rollbackFailed ? (error as Error) : undefined);
     throw error;
   }
+}
+
+/**
+ * One simple-protocol round trip: the commit, then the resets, which run after it (outside the transaction, so
+ * they stay). pg answers a multi-statement text with one result per statement; the commit's is the first. A
+ * failed commit stops the text there, and its rollback undoes the transaction's settings by itself.
+ */
+const COMMIT_AND_RESET = "commit; reset session authorization; reset role; reset all";
+
+function commandOf(result: QueryResultLike<unknown> | QueryResultLike<unknown>[]): string | undefined {
+  return Array.isArray(result) ? result[0]?.command : result.command;
 }
 
 /** One round trip for all bounds; the setting names are constants, the values bound parameters. */

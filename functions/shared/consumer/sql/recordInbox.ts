@@ -12,18 +12,22 @@ import type { InboxEvent } from "../inboxEvent.ts";
  * first invocation still runs). The second insert waits on the first one's uncommitted row; if that commits,
  * the second finds a conflict and skips; if it rolls back, the second inserts and does the work. No error
  * reaches the user's handler either way, and no advisory lock is needed.
+ *
+ * Returns the id of the transaction the row was written in (the insert assigned it), for the check before the
+ * commit (sql/sameTransaction.ts), or undefined when the id was already there.
  */
 export async function recordInbox(
   db: Queryable,
   names: OutboxNames,
   consumer: string,
   event: InboxEvent,
-): Promise<boolean> {
-  const result = await db.query(
+): Promise<string | undefined> {
+  const result = await db.query<{ xid: string }>(
     `insert into ${names.qualified} (consumer, outbox_id, event_type, aggregate_type, aggregate_id)
      values ($1::text, $2::uuid, $3::text, $4::text, $5::text)
-     on conflict (consumer, outbox_id) do nothing`,
+     on conflict (consumer, outbox_id) do nothing
+     returning pg_current_xact_id()::text as xid`,
     [consumer, event.id, event.eventType, event.aggregateType, event.aggregateId],
   );
-  return result.rowCount === 1;
+  return result.rows[0]?.xid;
 }
