@@ -63,7 +63,9 @@ console.log(JSON.stringify(resolved));`,
     );
     const resolved = JSON.parse(output) as string[];
     expect(resolved.some((url) => url.includes("/dist/functions/shared/produce/enqueue.js"))).toBe(true);
-    expect(resolved.filter((url) => /@aws-sdk|@smithy|aws-cdk-lib|\/relay\/|\/purge\//.test(url))).toEqual([]);
+    expect(resolved.filter((url) => /@aws-sdk|@smithy|aws-cdk-lib|\/relay\/|\/purge\//.test(url))).toEqual(
+      [],
+    );
   });
 });
 
