@@ -16,8 +16,8 @@
 -- Asked by every relay invocation and again on the first round after its pool follows a moved secret, so each
 -- part is one index descent: an index on seq (0003 dropped the last one that could answer max(seq); the claim's
 -- indexes are per group and partial) and one on the high-water marks (one row per purged group). Measured on a
--- 1M-row table: see docs/operations.md, "The order key". The seq index costs each insert one more index entry,
--- always on the rightmost leaf page (seq grows).
+-- 1M-row table with 100,000 marks: two index-only scans, 8 buffers, 0.07 ms (docs/operations.md, "The order
+-- key"). The seq index costs each insert one more index entry, always on the rightmost leaf page (seq grows).
 --
 -- Built CONCURRENTLY (SHARE UPDATE EXCLUSIVE: producers and relays go on), hence no transaction, as 0007. The
 -- function is swapped in one DO block, a single statement: the old one is dropped (its result columns change,
