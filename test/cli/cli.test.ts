@@ -417,7 +417,7 @@ describe("outbox relay", () => {
 
       expect(relay.code).toBe(2);
       expect(relay.stderr).toMatch(
-        /the order key ran backwards: sequence public\.outbox_events_seq_seq is at \d+, below seq \d+ of an event/,
+        /the order key ran backwards: sequence public\.outbox_events_seq_seq would hand out seq \d+ next, not above seq \d+, the highest/,
       );
       expect((await rowState(row.id)).processed_at).toBeNull();
     } finally {

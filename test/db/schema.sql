@@ -53,12 +53,14 @@ outbox_roles outbox_roles_role_name_key UNIQUE (role_name)
 CREATE INDEX outbox_dead_lettered_at ON public.outbox_events USING btree (dead_lettered_at) WHERE (dead_lettered_at IS NOT NULL)
 CREATE UNIQUE INDEX outbox_events_pkey ON public.outbox_events USING btree (id)
 CREATE UNIQUE INDEX outbox_group_high_water_pkey ON public.outbox_group_high_water USING btree (aggregate_id)
+CREATE INDEX outbox_group_high_water_seq ON public.outbox_group_high_water USING btree (purged_published_seq)
 CREATE UNIQUE INDEX outbox_migrations_pkey ON public.outbox_migrations USING btree (name)
 CREATE INDEX outbox_pending_group ON public.outbox_events USING btree (aggregate_id, seq) WHERE (processed_at IS NULL)
 CREATE INDEX outbox_pending_group_live ON public.outbox_events USING btree (aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
 CREATE INDEX outbox_processed_at ON public.outbox_events USING btree (processed_at) WHERE (processed_at IS NOT NULL)
 CREATE UNIQUE INDEX outbox_roles_pkey ON public.outbox_roles USING btree (job)
 CREATE UNIQUE INDEX outbox_roles_role_name_key ON public.outbox_roles USING btree (role_name)
+CREATE INDEX outbox_seq ON public.outbox_events USING btree (seq)
 
 -- storage
 outbox_events autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1000, autovacuum_vacuum_insert_scale_factor=0.01, autovacuum_analyze_scale_factor=0.02, autovacuum_vacuum_cost_delay=0
@@ -180,14 +182,19 @@ begin
 end;
 $function$
 CREATE OR REPLACE FUNCTION public.outbox_order_key_state()
- RETURNS TABLE(sequence_name text, sequence_last_value bigint, sequence_cache bigint, latest_published_seq bigint)
+ RETURNS TABLE(sequence_name text, next_seq bigint, sequence_increment bigint, sequence_cache bigint, highest_seq bigint)
  LANGUAGE sql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-        select 'public.outbox_events_seq_seq'::text, pg_sequence_last_value('public.outbox_events_seq_seq'::regclass),
-               (select seqcache from pg_sequence where seqrelid = 'public.outbox_events_seq_seq'::regclass),
-               (select seq from "public"."outbox_events" where processed_at is not null order by processed_at desc limit 1)
+        select 'public.outbox_events_seq_seq'::text,
+               case when s.is_called then s.last_value + p.seqincrement else s.last_value end,
+               p.seqincrement, p.seqcache,
+               greatest((select o.seq from "public"."outbox_events" as o order by o.seq desc limit 1),
+                        (select h.purged_published_seq from "public"."outbox_group_high_water" as h
+                         order by h.purged_published_seq desc limit 1))
+        from public.outbox_events_seq_seq as s, pg_sequence as p
+        where p.seqrelid = 'public.outbox_events_seq_seq'::regclass
       $function$
 CREATE OR REPLACE FUNCTION public.outbox_text_bound(value jsonb)
  RETURNS bigint
@@ -230,9 +237,10 @@ function outbox_aggregate_lock_key(text,text) to PUBLIC: EXECUTE
 function outbox_group_lock_key(text) to PUBLIC: EXECUTE
 function outbox_lock_aggregates(text[],text[]) to PUBLIC: EXECUTE
 function outbox_notify() to PUBLIC: EXECUTE
-function outbox_order_key_state() to PUBLIC: EXECUTE
+function outbox_order_key_state() to outbox_relay:outbox_test_template.public.outbox_events: EXECUTE
 function outbox_text_bound(jsonb) to PUBLIC: EXECUTE
 sequence outbox_events_seq_seq to outbox_relay:outbox_test_template.public.outbox_events: SELECT
 table outbox_events to outbox_purge:outbox_test_template.public.outbox_events: DELETE, SELECT
 table outbox_events to outbox_relay:outbox_test_template.public.outbox_events: SELECT
 table outbox_group_high_water to outbox_purge:outbox_test_template.public.outbox_events: INSERT, SELECT
+table outbox_group_high_water to outbox_relay:outbox_test_template.public.outbox_events: SELECT

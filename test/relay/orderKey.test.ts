@@ -57,7 +57,7 @@ describe("the order key never runs backwards unnoticed", () => {
 
     await expect(invocation).rejects.toMatchObject({ name: "OrderKeyError" });
     await expect(invocation).rejects.toThrow(
-      /order key ran backwards: sequence .* is at \d+, below seq \d+.*setval/,
+      /order key ran backwards: sequence .* would hand out seq \d+ next, not above seq \d+.*setval/,
     );
     expect(await pending()).toBe(1);
     const { rows } = await db.pool.query(

@@ -4,7 +4,7 @@ import pg from "pg";
 import { ConfigError } from "../outbox/errors.ts";
 import type { Env } from "../util/env.ts";
 import { readChoice, readInteger, readText } from "../util/settings.ts";
-import type { SessionClient, SessionPool } from "./session.ts";
+import type { Queryable, SessionClient, SessionPool } from "./session.ts";
 import { DATABASE_SETTINGS, LAMBDA_CA_BUNDLE } from "./settings.ts";
 import { isAuthenticationFailure } from "./sqlstate.ts";
 
@@ -270,10 +270,17 @@ export const SECRET_RECHECK_BACKOFF_MS = 30_000;
  * A re-read that fails or takes longer than SECRET_RECHECK_TIMEOUT_MS (Secrets Manager unreachable) keeps the
  * current target, reported through onError, and is not tried again for SECRET_RECHECK_BACKOFF_MS: an outage of
  * Secrets Manager never stops a relay whose database is fine, and costs at most one short wait per 30 s.
+ *
+ * Each target followed gets a new number (`targetOf` a checked-out session): what the relay checks once per
+ * database (its order key) it checks again before relaying on a new one.
  */
 class SecretPool implements DatabasePool {
   #pool: pg.Pool;
   #target: string;
+  /** Bumped by each new pool (each target followed); sessions are tagged with their pool's. */
+  #generation = 0;
+  readonly #generations = new WeakMap<pg.Pool, number>();
+  readonly #sessions = new WeakMap<object, number>();
   #recheckAfter = 0;
   readonly #secrets: SecretCache;
   readonly #source: DatabaseSource & { kind: "secret" };
@@ -321,19 +328,31 @@ class SecretPool implements DatabasePool {
       password: async () => (await this.#secrets.get()).password,
     });
     handleConnectionErrors(pool, this.#onError);
+    this.#generations.set(pool, ++this.#generation);
     return pool;
   }
 
   async connect(): Promise<SessionClient> {
     await this.#recheck();
     try {
-      return await this.#pool.connect();
+      return await this.#checkout(this.#pool);
     } catch (error) {
       if (!isAuthenticationFailure(error)) throw explainTlsError(error, this.#source);
       // Rotated since we cached it: fetch the whole secret again and follow it wherever it now points.
       this.#follow(await this.#secrets.refresh());
-      return this.#pool.connect();
+      return this.#checkout(this.#pool);
     }
+  }
+
+  /** A session tagged with the target of the pool it came from (a re-target may happen while it connects). */
+  async #checkout(pool: pg.Pool): Promise<SessionClient> {
+    const session = await pool.connect();
+    this.#sessions.set(session, this.#generations.get(pool) ?? 0);
+    return session;
+  }
+
+  targetOf(session: Queryable): number {
+    return this.#sessions.get(session) ?? 0;
   }
 
   /** Follows the secret as cached (re-read once its TTL has passed), within a bounded wait. */

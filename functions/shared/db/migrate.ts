@@ -261,8 +261,8 @@ async function run(client: Queryable, name: string, sql: string) {
  * reason: a runner still at an earlier file must not block on it either. The holding transaction turns off
  * idle_in_transaction_session_timeout for itself, which a parameter group may set; if its session dies anyway
  * (runner killed), the lock ends with it.
- * Statements run one by one, autocommitted: the file must hold plain statements, each ending with `;` at the
- * end of a line. A concurrent build that failed half way (lock timeout, cancel, crash) leaves an INVALID index
+ * Statements run one by one, autocommitted: each ends with `;` at the end of a line (splitStatements), and a DO
+ * block or function body keeps the `;`s of its dollar-quoted body. A concurrent build that failed half way (lock timeout, cancel, crash) leaves an INVALID index
  * under its name, which `if not exists` would then silently accept: it is dropped before the build is retried.
  * The file is recorded after its last statement, so every statement must be safe to run again. No lock_timeout:
  * a concurrent build or drop takes only SHARE UPDATE EXCLUSIVE, which never queues producers' INSERTs, and it
@@ -281,9 +281,7 @@ async function applyWithoutTransaction(
     client = await pool.connect();
     client.on?.("error", ignore);
     if (await isRecorded(client, names, migration)) return false;
-    const statements = renderMigration(migration.sql, names)
-      .split(/;[ \t]*(?:\r?\n|$)/)
-      .filter((statement) => statement.replace(/--[^\n]*/g, "").trim() !== "");
+    const statements = splitStatements(renderMigration(migration.sql, names));
     for (const statement of statements) {
       await dropInvalidIndexBuiltBy(client, names, migration.name, statement);
       await run(client, migration.name, statement);
@@ -298,6 +296,40 @@ async function applyWithoutTransaction(
     client?.release(broken instanceof MigrationError ? undefined : broken);
     await lock.release();
   }
+}
+
+/**
+ * A no-transaction file's statements: split at each `;` that ends a line, outside comments, quoted strings and
+ * identifiers, and dollar-quoted bodies, so a DO block (one atomic statement, e.g. a SECURITY DEFINER function
+ * created and its EXECUTE revoked together) stays whole. Blank and comment-only pieces are dropped.
+ */
+export function splitStatements(sql: string): string[] {
+  const statements: string[] = [];
+  let start = 0;
+  let i = 0;
+  const skipTo = (end: number, length: number) => {
+    i = end === -1 ? sql.length : end + length;
+  };
+  while (i < sql.length) {
+    const rest = sql.slice(i, i + 2);
+    if (rest === "--") skipTo(sql.indexOf("\n", i), 0);
+    else if (rest === "/*") skipTo(sql.indexOf("*/", i + 2), 2);
+    else if (sql[i] === "'" || sql[i] === '"') skipTo(sql.indexOf(sql[i] as string, i + 1), 1);
+    else if (sql[i] === "$" && !/[A-Za-z0-9_]/.test(sql[i - 1] ?? " ")) {
+      const tag = /^\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$/.exec(sql.slice(i, i + 66))?.[0];
+      if (tag === undefined) i++;
+      else skipTo(sql.indexOf(tag, i + tag.length), tag.length);
+    } else if (sql[i] === ";") {
+      const end = /^;[ \t]*(?:\r?\n|$)/.exec(sql.slice(i, i + 80))?.[0];
+      i += end?.length ?? 1;
+      if (end !== undefined) {
+        statements.push(sql.slice(start, i - end.length));
+        start = i;
+      }
+    } else i++;
+  }
+  statements.push(sql.slice(start));
+  return statements.filter((statement) => statement.replace(/--[^\n]*/g, "").trim() !== "");
 }
 
 /** Takes the no-transaction files' lock in a transaction of a session of its own, and keeps it open. */

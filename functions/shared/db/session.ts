@@ -26,6 +26,12 @@ export interface SessionPool {
   connect(): Promise<SessionClient>;
   /** pg.Pool's settings: what a caller that needs several sessions at once checks before it waits forever. */
   readonly options?: { max?: number };
+  /**
+   * Which database target a session checked out of this pool is on: a number that changes each time the pool
+   * follows its secret somewhere else (connection.ts, SecretPool), never reused. Absent: one target for the
+   * pool's life. What must be checked once per database (the relay's order key) is checked again per target.
+   */
+  targetOf?(session: Queryable): number;
 }
 
 /**

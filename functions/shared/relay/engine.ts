@@ -8,6 +8,7 @@ import { backoffDelayMs } from "../util/backoff.ts";
 import { checkIntegerOption } from "../util/env.ts";
 import type { Logger } from "../util/logger.ts";
 import { sleep } from "../util/sleep.ts";
+import { OrderKeyError } from "./orderKey.ts";
 import { type LoadedRow, type PublishResult, publishRows } from "./publisher.ts";
 import { type ClaimCursor, claimBatch, newClaimCursor } from "./sql/claimBatch.ts";
 import { loadPayloads } from "./sql/loadPayloads.ts";
@@ -105,6 +106,11 @@ export interface RelayDeps {
   wakeUp?: { wait(ms: number, signal?: AbortSignal): Promise<void> };
   onRound?(report: RoundReport): void;
   now?: () => number;
+  /**
+   * Checks the order key on a round's session before it claims, when that session is on a target not checked
+   * yet (a pool that followed a moved secret); its OrderKeyError stops the run (relay/orderKey.ts).
+   */
+  orderKey?: { ensure(session: Queryable): Promise<void> };
 }
 
 export interface RelaySummary {
@@ -188,9 +194,12 @@ export async function runRelay(deps: RelayDeps, options: RelayOptions): Promise<
     durationMs: 0,
     stoppedBy: "drained",
   };
+  const fatal: { error?: OrderKeyError } = {};
   const reasons = await Promise.all(
-    Array.from({ length: options.parallelRounds }, () => relayLoop(deps, options, summary, now)),
+    Array.from({ length: options.parallelRounds }, () => relayLoop(deps, options, summary, now, fatal)),
   );
+  // An order key that ran backwards is not a round's failure to retry: nothing may be relayed from there.
+  if (fatal.error !== undefined) throw fatal.error;
   // The most telling reason wins: a loop that gave up on errors, then a stop request, then the deadline.
   summary.stoppedBy = STOP_PRIORITY.find((reason) => reasons.includes(reason)) ?? "drained";
   summary.durationMs = now() - started;
@@ -205,6 +214,7 @@ async function relayLoop(
   options: RelayOptions,
   summary: RelaySummary,
   now: () => number,
+  fatal: { error?: OrderKeyError },
 ): Promise<RelaySummary["stoppedBy"]> {
   let idleMs = options.idlePollMinMs;
   let consecutiveErrors = 0;
@@ -212,6 +222,7 @@ async function relayLoop(
   const cursor = newClaimCursor();
 
   for (;;) {
+    if (fatal.error !== undefined) return "errors";
     if (deps.signal?.aborted) {
       return "signal";
     }
@@ -223,6 +234,10 @@ async function relayLoop(
       report = await relayRound(deps, options, cursor);
       consecutiveErrors = 0;
     } catch (error) {
+      if (error instanceof OrderKeyError) {
+        fatal.error = error;
+        return "errors";
+      }
       summary.failedRounds++;
       summary.lastError = errorMessage(error);
       consecutiveErrors++;
@@ -292,6 +307,7 @@ export async function relayRound(
   const report = await withTransaction(
     deps.pool,
     async (client) => {
+      await deps.orderKey?.ensure(client);
       const rows = await claimBatch(client, names, {
         limit: options.batchSize,
         strictOrder: options.strictOrder,

@@ -5,7 +5,7 @@ import { ConfigError, OutboxError } from "../outbox/errors.ts";
 import { outboxNames } from "../outbox/names.ts";
 import type { Logger } from "../util/logger.ts";
 import { type RelaySummary, type RoundReport, roundReserveMs, runRelay } from "./engine.ts";
-import { checkOrderKeyBeforeRelaying } from "./orderKey.ts";
+import { OrderKeyGuard } from "./orderKey.ts";
 import type { RelayConfig } from "./settings.ts";
 import { hasPendingEvents } from "./sql/pendingEvents.ts";
 import { listenForOutboxInserts } from "./wakeUp.ts";
@@ -39,8 +39,10 @@ export interface InvocationSummary extends RelaySummary {
 export async function relayInvocation(deps: InvocationDeps, config: RelayConfig): Promise<InvocationSummary> {
   const names = outboxNames(config.relay);
   const { statementTimeoutMs } = config.relay;
-  // Every invocation: a restore or switchover can lower the sequence between two of them.
-  await checkOrderKeyBeforeRelaying(deps.pool, names, statementTimeoutMs);
+  // Every invocation: a restore or switchover can lower the sequence between two of them. And again before the
+  // first round on a new target, when the pool follows a moved secret mid-run (the guard's ensure, per round).
+  const orderKey = new OrderKeyGuard(deps.pool, names);
+  await orderKey.check(statementTimeoutMs);
   // LISTEN per invocation: a session kept across frozen Lambda invocations would likely be dead on the next one.
   const wakeUp = config.listen ? await listenForOutboxInserts(deps.pool, config.relay) : undefined;
   const summary: InvocationSummary = await runRelay(
@@ -49,6 +51,7 @@ export async function relayInvocation(deps: InvocationDeps, config: RelayConfig)
       destination: deps.destination,
       deadline: deps.deadline,
       logger: deps.logger,
+      orderKey,
       ...(deps.signal === undefined ? {} : { signal: deps.signal }),
       ...(deps.onRound === undefined ? {} : { onRound: deps.onRound }),
       ...(wakeUp === undefined ? {} : { wakeUp }),

@@ -9,55 +9,98 @@ export class OrderKeyError extends ConfigError {
 
 interface OrderKeyState {
   sequence_name: string;
-  sequence_last_value: string | null;
-  sequence_cache: string | null;
-  latest_published_seq: string | null;
+  next_seq: string;
+  sequence_increment: string;
+  sequence_cache: string;
+  highest_seq: string | null;
 }
 
 /**
- * Refuses to relay when the order key cannot be trusted (migration 0006, {{related:order_key_state}}):
- * - the sequence is below the seq of the most recently published row (restarted lower, setval, a restore into a
- *   fresh sequence, a Blue/Green switchover whose green sequence lagged): new events would carry smaller seqs
- *   than events consumers already have;
- * - the sequence caches more than one value per session (CACHE > 1): two sessions draw from two ranges, so a
- *   group's later commit can take the smaller seq.
- * Cheap (one index descent), asked once per invocation before claiming. The error names the fix
- * (docs/operations.md, "Restores and Blue/Green switchovers").
+ * Refuses to relay when the order key cannot be trusted (migration 0010, {{related:order_key_state}}):
+ * - the sequence's next value is not above the greatest seq ever used: any row of the table (pending, published,
+ *   dead) or a purged one (the purge's per-group high-water marks). A restore into a fresh sequence, a backlog
+ *   moved between databases, a setval or restart lower, a Blue/Green switchover whose green sequence lagged:
+ *   a new event would take a seq below (or equal to) one its group already has, and be claimed before it or
+ *   dropped by a consumer that skips "older" seqs. A forward restart (`restart with N`, is_called = false: the
+ *   next value is N itself) passes;
+ * - the sequence does not count up by one value per nextval in every session (INCREMENT < 1, CACHE > 1: two
+ *   sessions draw from ranges of their own, so a group's later commit can take the smaller seq).
+ * Two index descents (max(seq), max high-water mark), asked before an invocation claims and again before the
+ * first round on a new database target (OrderKeyGuard). The error names the fix (docs/operations.md, "The order
+ * key").
  */
 export async function checkOrderKey(db: Queryable, names: OutboxNames): Promise<void> {
   const { rows } = await db.query<OrderKeyState>(`select * from ${names.related("order_key_state")}()`);
   const state = rows[0];
   if (state === undefined) return;
-  const cache = BigInt(state.sequence_cache ?? 1);
+  const sequence = state.sequence_name;
+  const cache = BigInt(state.sequence_cache);
   if (cache > 1n) {
     throw new OrderKeyError(
-      `the order key's sequence ${state.sequence_name} has CACHE ${cache}: sessions draw seqs from ranges of their ` +
-        `own, so a later commit can take a smaller seq; run \`alter sequence ${state.sequence_name} cache 1\``,
+      `the order key's sequence ${sequence} has CACHE ${cache}: sessions draw seqs from ranges of their ` +
+        `own, so a later commit can take a smaller seq; run \`alter sequence ${sequence} cache 1\``,
     );
   }
-  if (state.latest_published_seq === null) return;
-  const published = BigInt(state.latest_published_seq);
-  const current = state.sequence_last_value === null ? null : BigInt(state.sequence_last_value);
-  if (current === null || current < published) {
+  const increment = BigInt(state.sequence_increment);
+  if (increment < 1n) {
     throw new OrderKeyError(
-      `the order key ran backwards: sequence ${state.sequence_name} is at ${current ?? "its start (never used)"}, ` +
-        `below seq ${published} of an event already published (restored, restarted or setval'd lower?); new ` +
-        "events would reach consumers with smaller seqs than ones they have. Relaying stopped: run " +
-        `\`select setval('${state.sequence_name}', <above the highest seq consumers have seen>)\` ` +
-        "(docs/operations.md, Restores and Blue/Green switchovers)",
+      `the order key's sequence ${sequence} has INCREMENT ${increment}: each new event would take a smaller ` +
+        `seq than the one before; run \`alter sequence ${sequence} increment by 1\``,
+    );
+  }
+  if (state.highest_seq === null) return;
+  const highest = BigInt(state.highest_seq);
+  const next = BigInt(state.next_seq);
+  if (next <= highest) {
+    throw new OrderKeyError(
+      `the order key ran backwards: sequence ${sequence} would hand out seq ${next} next, not above seq ` +
+        `${highest}, the highest this outbox has used (a pending, published or dead row, or a purged group's ` +
+        "high-water mark; restored, moved, restarted or setval'd lower?); new events would reach consumers " +
+        "before, or with the same seq as, events of their group that came first. Relaying stopped: run " +
+        `\`select setval('${sequence}', ${highest})\`, or higher if consumers have seen higher seqs ` +
+        "(docs/operations.md, The order key)",
     );
   }
 }
 
 /**
- * checkOrderKey in a transaction of its own, within `statementTimeoutMs`: what every relay invocation runs before
- * it claims (the Lambda handler, and each invocation of `outbox relay`), since a restore or switchover can lower
- * the sequence between two of them.
+ * Runs checkOrderKey once per database target of a pool: an invocation makes a guard, checks before it claims,
+ * and each round asks `ensure` on its own session inside its transaction before claiming. A pool that follows a
+ * moved secret (SecretPool) tells which target a session belongs to (`targetOf`), so the first round on a new
+ * target runs the check there, on the very session that then claims; a pool with one target checks once.
+ * A failed check leaves the target unchecked: every later round there fails the same way.
+ */
+export class OrderKeyGuard {
+  readonly #pool: SessionPool;
+  readonly #names: OutboxNames;
+  readonly #checked = new Set<number>();
+
+  constructor(pool: SessionPool, names: OutboxNames) {
+    this.#pool = pool;
+    this.#names = names;
+  }
+
+  async ensure(session: Queryable): Promise<void> {
+    const target = this.#pool.targetOf?.(session) ?? 0;
+    if (this.#checked.has(target)) return;
+    await checkOrderKey(session, this.#names);
+    this.#checked.add(target);
+  }
+
+  /** In a transaction of its own, within `statementTimeoutMs`: what an invocation runs before its first round. */
+  check(statementTimeoutMs: number): Promise<void> {
+    return withTransaction(this.#pool, (client) => this.ensure(client), { statementTimeoutMs });
+  }
+}
+
+/**
+ * checkOrderKey in a transaction of its own, within `statementTimeoutMs`: a one-off check (a fresh guard).
+ * A relay invocation keeps its guard for its rounds instead (relay/invocation.ts).
  */
 export async function checkOrderKeyBeforeRelaying(
   pool: SessionPool,
   names: OutboxNames,
   statementTimeoutMs: number,
 ): Promise<void> {
-  await withTransaction(pool, (client) => checkOrderKey(client, names), { statementTimeoutMs });
+  await new OrderKeyGuard(pool, names).check(statementTimeoutMs);
 }

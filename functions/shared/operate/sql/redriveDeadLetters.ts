@@ -64,6 +64,11 @@ export function checkRedriveSelector(selector: RedriveSelector): void {
  * Criteria are bound parameters that are null when unused (one statement text, nothing spliced); the
  * `dead_lettered_at is not null` predicate uses the partial dead-letter index, and dead letters are few.
  * The relay never claims dead letters, so this takes no lock a relay is waiting for.
+ * Call it inside a transaction (the CLI does): it first takes the selected groups' commit-order locks, which
+ * last until that transaction ends, so no successor can be committed into a group between the statements that
+ * decide (`overtaken`) and the redrive's commit. Producers of those groups wait for it meanwhile (a redrive is
+ * short: it waits only for relay rounds holding a successor, bounded by the relay's timeouts). A multi-group
+ * producer that locks the groups in another order can meet a deadlock, which Postgres breaks (40P01).
  * RETURNING sees the updated row; the self-join `d` is the row as the statement found it, which is where the
  * attempts used before the reset come from.
  */
@@ -81,6 +86,27 @@ export async function redriveDeadLetters(
     selector.aggregateType ?? null,
     selector.aggregateId ?? null,
   ];
+  // First the commit-order locks of the selected dead letters' groups (0006's group_lock_key, the very lock the
+  // insert trigger takes before a pending row draws its seq), in key order so two redrives cannot deadlock, held
+  // to the end of the caller's transaction: no producer can commit a successor into these groups while redrive
+  // decides, so what the statements below see of each group is all there is until the redriven row is pending
+  // (then it is the group's head and goes first). A producer already inside its transaction is waited for.
+  // Returns the groups locked; only their dead letters are redriven (one dead-lettered by a relay after this
+  // statement, in another group, is left for the next redrive rather than decided without its group's lock).
+  // The ordered subquery is what orders the locks: its rows reach the select list, which locks, in key order.
+  const locked = await db.query<{ aggregate_id: string }>(
+    `select g.aggregate_id, pg_advisory_xact_lock(g.key)::text as locked
+     from (select distinct o.aggregate_id, ${names.related("group_lock_key")}(o.aggregate_id) as key
+           from ${names.qualified} as o
+           where o.dead_lettered_at is not null
+             and ($1::uuid[] is null or o.id = any($1::uuid[]))
+             and ($2::text is null or o.event_type = $2::text)
+             and ($3::text is null or o.aggregate_type = $3::text)
+             and ($4::text is null or o.aggregate_id = $4::text)
+           order by key, aggregate_id) as g`,
+    params,
+  );
+  const groups = locked.rows.map((row) => row.aggregate_id);
   // A successor claimed by a relay round right now is pending until that round commits, and may then be
   // published: wait for such rounds (their row locks) before deciding, and hold the successors meanwhile so no
   // round claims one before the redriven event is pending again (it then goes first: the smaller seq is the head).
@@ -118,6 +144,7 @@ export async function redriveDeadLetters(
        and ($2::text is null or o.event_type = $2::text)
        and ($3::text is null or o.aggregate_type = $3::text)
        and ($4::text is null or o.aggregate_id = $4::text)
+       and o.aggregate_id = any($5::text[])
      returning o.id, o.seq, o.aggregate_type, o.aggregate_id, o.event_type, d.attempts as previous_attempts,
                (exists (
                   select 1
@@ -130,7 +157,7 @@ export async function redriveDeadLetters(
                   from ${names.related("group_high_water")} as h
                   where h.aggregate_id = o.aggregate_id and h.purged_published_seq > o.seq
                 )) as overtaken`,
-    params,
+    [...params, groups],
   );
   return rows.sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)));
 }
