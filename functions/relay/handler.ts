@@ -31,23 +31,35 @@ const pool = await createDatabasePool(config.database, {
 // the next invocation, so a fixed destination is picked up.
 let destinationChecked = false;
 
-/** Invoked by the EventBridge schedule; relays until the time budget ends (dwell) or nothing is left (drain). */
+/**
+ * Invoked by the EventBridge schedule; relays until the time budget ends (dwell) or nothing is left (drain). The
+ * metrics' heartbeat starts first and a timer writes it, with any stall, every flush interval while the
+ * invocation runs (observe/metrics.ts): the alarms see a stall minutes before Lambda's Errors metric would.
+ */
 export async function relay(
   _event: ScheduledEvent | Record<string, never>,
   context: Context,
 ): Promise<RelaySummary> {
-  const deadline = invocation.invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
-  if (!destinationChecked) {
-    await invocation.checkDestination(destination, logger, invocation.checkTimeoutMs(deadline));
-    destinationChecked = true;
-  }
   const relayMetrics = new RelayMetrics(metrics, metricsOptions);
-  const onRound = relayMetrics.recordRound.bind(relayMetrics);
-  const { noProgress, ...summary } = await invocation.relayInvocation(
-    { pool, destination, deadline, logger, onRound },
-    config,
-  );
-  relayMetrics.finish(summary);
+  relayMetrics.start();
+  let summary: RelaySummary;
+  let noProgress: invocation.NoProgressError | undefined;
+  try {
+    const deadline = invocation.invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
+    if (!destinationChecked) {
+      await invocation.checkDestination(destination, logger, invocation.checkTimeoutMs(deadline));
+      destinationChecked = true;
+    }
+    ({ noProgress, ...summary } = await invocation.relayInvocation(
+      { pool, destination, deadline, logger, ...relayMetrics.observer() },
+      config,
+    ));
+  } catch (error) {
+    // A bad budget, a queue that cannot take the messages, the database unreachable at the start: a stall too.
+    relayMetrics.finish({ stalled: true });
+    throw error;
+  }
+  relayMetrics.finish({ failedRounds: summary.failedRounds, stalled: noProgress !== undefined });
   logger.info("relay finished", { summary });
   // Nothing got through although there was work: fail the invocation so Lambda's Errors metric sees it.
   if (noProgress !== undefined) throw noProgress;

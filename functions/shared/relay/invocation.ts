@@ -24,6 +24,7 @@ export interface InvocationDeps {
   logger: Logger;
   signal?: AbortSignal;
   onRound?(report: RoundReport): void;
+  onRoundFailed?(error: unknown): void;
 }
 
 export interface InvocationSummary extends RelaySummary {
@@ -51,6 +52,7 @@ export async function relayInvocation(deps: InvocationDeps, config: RelayConfig)
       logger: deps.logger,
       ...(deps.signal === undefined ? {} : { signal: deps.signal }),
       ...(deps.onRound === undefined ? {} : { onRound: deps.onRound }),
+      ...(deps.onRoundFailed === undefined ? {} : { onRoundFailed: deps.onRoundFailed }),
       ...(wakeUp === undefined ? {} : { wakeUp }),
     },
     config.relay,
