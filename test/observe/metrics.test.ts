@@ -182,6 +182,34 @@ describe("RelayMetrics", () => {
     });
   });
 
+  it("keeps RelayStalled at 1 through idle windows while events it failed to publish wait, until it publishes", () => {
+    const recorder = new RelayMetrics(metrics);
+    const windows = [
+      round({ claimed: 2, failed: 2, failedEvents: [] }), // SQS refused both: stalled
+      round(), // idle: the two wait in backoff, nothing published since
+      publishedRound([5]), // progress
+      round(), // idle: says nothing
+    ];
+    const stalled = windows.map((window) => {
+      recorder.recordRound(window);
+      recorder.finish();
+      metrics.publishStoredMetrics();
+      return stdout.emf().at(-1)?.values.RelayStalled;
+    });
+    expect(stalled).toEqual([[1], [1], [0], undefined]);
+  });
+
+  it("writes RelayStalled = 1 for a window whose rounds failed as a whole, and for a failed invocation", () => {
+    const recorder = new RelayMetrics(metrics);
+    recorder.recordFailedRound();
+    recorder.finish({ failedRounds: 1 });
+    metrics.publishStoredMetrics();
+    expect(stdout.emf().at(-1)?.values).toMatchObject({ RelayStalled: [1], FailedRounds: [1] });
+    new RelayMetrics(metrics).finish({ stalled: true });
+    metrics.publishStoredMetrics();
+    expect(stdout.emf().at(-1)?.values).toMatchObject({ RelayStalled: [1], RelayHeartbeat: [1] });
+  });
+
   it("writes FailedRounds once per invocation, zero included", () => {
     const recorder = new RelayMetrics(metrics);
     recorder.finish({ failedRounds: 3 });

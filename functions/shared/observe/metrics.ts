@@ -98,7 +98,8 @@ export interface RelayMetricsOptions {
  *   at least one a minute; their absence is RelayNotRunning.
  * - RelayStalled, on the line of a window in which the relay did something: 1 when rounds failed as a whole or
  *   publishes failed short of a dead letter and nothing was published (an SQS outage, AccessDenied, the database
- *   unreachable), 0 when it published (or settled events as dead letters); an idle window writes none. The
+ *   unreachable), 0 when it published (or settled events as dead letters); an idle window writes none, unless
+ *   events this invocation failed to publish wait in backoff with nothing published since (1). The
  *   handler also writes 1 when the invocation itself fails (a setting, the queue check, the database at start).
  */
 export class RelayMetrics {
@@ -112,6 +113,8 @@ export class RelayMetrics {
   #failed = 0;
   #deadLettered = 0;
   #failedRounds = 0;
+  /** Events failed to publish (not dead letters) and nothing published since: they wait in backoff. */
+  #awaitingRetry = false;
   readonly #failuresByType = new Map<string, number>();
   #timer: ReturnType<typeof setInterval> | undefined;
 
@@ -210,12 +213,18 @@ export class RelayMetrics {
     this.#metrics.addMetric(METRIC.publishFailures, MetricUnit.Count, this.#failed);
     this.#metrics.addMetric(METRIC.eventsDeadLettered, MetricUnit.Count, this.#deadLettered);
     this.#metrics.addMetric(METRIC.relayHeartbeat, MetricUnit.Count, 1);
-    const stalled = stalledWindow({
-      published: this.#published,
-      deadLettered: this.#deadLettered,
-      unsettled: this.#failed - this.#deadLettered,
-      failedRounds: this.#failedRounds,
-    });
+    const unsettled = this.#failed - this.#deadLettered;
+    if (this.#published > 0) this.#awaitingRetry = false;
+    else if (unsettled > 0) this.#awaitingRetry = true;
+    // An idle window while events this invocation failed to publish wait in backoff, nothing published since:
+    // still stalled (those events are certainly pending), so a small backlog in backoff keeps the stall up.
+    const stalled =
+      stalledWindow({
+        published: this.#published,
+        deadLettered: this.#deadLettered,
+        unsettled,
+        failedRounds: this.#failedRounds,
+      }) ?? (this.#awaitingRetry ? 1 : undefined);
     if (invocationFailed || stalled !== undefined) {
       this.#metrics.addMetric(METRIC.relayStalled, MetricUnit.Count, invocationFailed ? 1 : (stalled ?? 0));
     }
