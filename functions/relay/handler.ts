@@ -33,33 +33,22 @@ let destinationChecked = false;
 
 /**
  * Invoked by the EventBridge schedule; relays until the time budget ends (dwell) or nothing is left (drain). The
- * metrics' heartbeat starts first and a timer writes it, with any stall, every flush interval while the
- * invocation runs (observe/metrics.ts): the alarms see a stall minutes before Lambda's Errors metric would.
+ * metrics write a heartbeat and any stall every flush interval while it runs (RelayMetrics.observe).
  */
 export async function relay(
   _event: ScheduledEvent | Record<string, never>,
   context: Context,
 ): Promise<RelaySummary> {
-  const relayMetrics = new RelayMetrics(metrics, metricsOptions);
-  relayMetrics.start();
-  let summary: RelaySummary;
-  let noProgress: invocation.NoProgressError | undefined;
-  try {
-    const deadline = invocation.invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
-    if (!destinationChecked) {
-      await invocation.checkDestination(destination, logger, invocation.checkTimeoutMs(deadline));
-      destinationChecked = true;
-    }
-    ({ noProgress, ...summary } = await invocation.relayInvocation(
-      { pool, destination, deadline, logger, ...relayMetrics.observer() },
-      config,
-    ));
-  } catch (error) {
-    // A bad budget, a queue that cannot take the messages, the database unreachable at the start: a stall too.
-    relayMetrics.finish({ stalled: true });
-    throw error;
-  }
-  relayMetrics.finish({ failedRounds: summary.failedRounds, stalled: noProgress !== undefined });
+  const { noProgress, ...summary } = await new RelayMetrics(metrics, metricsOptions).observe(
+    async (observer) => {
+      const deadline = invocation.invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
+      if (!destinationChecked) {
+        await invocation.checkDestination(destination, logger, invocation.checkTimeoutMs(deadline));
+        destinationChecked = true;
+      }
+      return invocation.relayInvocation({ pool, destination, deadline, logger, ...observer }, config);
+    },
+  );
   logger.info("relay finished", { summary });
   // Nothing got through although there was work: fail the invocation so Lambda's Errors metric sees it.
   if (noProgress !== undefined) throw noProgress;

@@ -199,15 +199,24 @@ describe("RelayMetrics", () => {
     expect(stalled).toEqual([[1], [1], [0], undefined]);
   });
 
-  it("writes RelayStalled = 1 for a window whose rounds failed as a whole, and for a failed invocation", () => {
+  it("writes RelayStalled = 1 for a window whose rounds failed as a whole, and for a failed invocation", async () => {
     const recorder = new RelayMetrics(metrics);
     recorder.recordFailedRound();
     recorder.finish({ failedRounds: 1 });
     metrics.publishStoredMetrics();
     expect(stdout.emf().at(-1)?.values).toMatchObject({ RelayStalled: [1], FailedRounds: [1] });
-    new RelayMetrics(metrics).finish({ stalled: true });
+    const failing = new RelayMetrics(metrics).observe(() =>
+      Promise.reject(new Error("no route to the database")),
+    );
+    await expect(failing).rejects.toThrow("no route to the database");
     metrics.publishStoredMetrics();
-    expect(stdout.emf().at(-1)?.values).toMatchObject({ RelayStalled: [1], RelayHeartbeat: [1] });
+    // The heartbeat written as it started, then the stall as it failed.
+    expect(
+      stdout
+        .emf()
+        .slice(-2)
+        .map((line) => line.values.RelayStalled),
+    ).toEqual([undefined, [1]]);
   });
 
   it("writes FailedRounds once per invocation, zero included", () => {

@@ -160,6 +160,26 @@ export class RelayMetrics {
   }
 
   /**
+   * One invocation, observed: the heartbeat starts, `run` gets the engine's callbacks, and the end stores the last
+   * window, with a stall when `run` throws (rethrown) or returns a `noProgress`.
+   */
+  async observe<T extends { failedRounds: number; noProgress?: unknown }>(
+    run: (observer: ReturnType<RelayMetrics["observer"]>) => Promise<T>,
+  ): Promise<T> {
+    this.start();
+    let result: T;
+    try {
+      result = await run(this.observer());
+    } catch (error) {
+      // A bad budget, a queue that cannot take the messages, the database unreachable at the start: a stall too.
+      this.finish({ stalled: true });
+      throw error;
+    }
+    this.finish({ failedRounds: result.failedRounds, stalled: result.noProgress !== undefined });
+    return result;
+  }
+
+  /**
    * The invocation has begun: writes a window at once (its heartbeat) and then one every flush interval from a
    * timer, so a relay whose rounds all fail or hang still writes its heartbeat and its stall. `finish()` stops it.
    */
