@@ -5,7 +5,12 @@ import type * as lambda from "aws-cdk-lib/aws-lambda";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import type { Construct, IConstruct } from "constructs";
 import { AWS_METRIC, METRIC, type MetricName } from "../functions/shared/observe/metricNames.ts";
-import { SCHEDULE_JITTER_SECONDS, silentPeriodsBeforeAlarm } from "./relayTiming.ts";
+import {
+  LAMBDA_MAX_TIMEOUT_SECONDS,
+  lambdaMetricPeriods,
+  SCHEDULE_JITTER_SECONDS,
+  silentPeriodsBeforeAlarm,
+} from "./relayTiming.ts";
 
 const { BREACHING, NOT_BREACHING, MISSING } = cloudwatch.TreatMissingData;
 const { GREATER_THAN_THRESHOLD, GREATER_THAN_OR_EQUAL_TO_THRESHOLD, LESS_THAN_THRESHOLD } =
@@ -42,6 +47,12 @@ export interface AlarmSubjects {
     source: "relay" | "purge",
     options: { statistic?: string; period?: Duration },
   ): cloudwatch.Metric;
+  /**
+   * The functions' timeouts: an alarm on their AWS/Lambda metrics, which arrive when an invocation ends, evaluates
+   * a window longer than the timeout (lambdaMetricPeriods).
+   */
+  relayTimeout: Duration;
+  purgeTimeout: Duration;
   /** Longest time between two relay ticks (relayTiming). */
   relayTickGapSeconds: number;
   /** How often the purge Lambda publishes the backlog gauges. */
@@ -75,7 +86,14 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
   const gaugePeriods = Math.max(1, Math.ceil(120 / gaugePeriod.toSeconds()));
   const gauge = (name: MetricName) =>
     subjects.metric(name, "purge", { statistic: "Maximum", period: gaugePeriod });
+  // The relay's heartbeat comes every flush interval (10 s) while an invocation runs, and at its start: a relay
+  // in drain mode, which ends when nothing is left, writes at least one per tick, so the tick gap bounds the
+  // silence (relayTiming.ts).
   const heartbeatPeriods = silentPeriodsBeforeAlarm(subjects.relayTickGapSeconds, 60);
+  // Lambda's metrics of a function, in periods of `period`, evaluated over its timeout plus a period.
+  const relayLambdaPeriods = (period: Duration) =>
+    lambdaMetricPeriods(subjects.relayTimeout.toSeconds(), period.toSeconds());
+  const FIVE_MINUTES = Duration.minutes(5);
   const snapshotPeriods = silentPeriodsBeforeAlarm(
     gaugePeriod.toSeconds() + SCHEDULE_JITTER_SECONDS,
     gaugePeriod.toSeconds(),
@@ -94,17 +112,43 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       key: "relayNotRunning",
       id: "RelayNotRunningAlarm",
       description:
-        `The relay Lambda was not invoked for ${heartbeatPeriods} minutes: its schedule is disabled or deleted, ` +
-        "EventBridge lost the permission to invoke it, or every invocation is throttled. Nothing is published. " +
+        `No relay heartbeat for ${heartbeatPeriods} minutes: the relay is not running. Its schedule is disabled ` +
+        "or deleted, EventBridge lost the permission to invoke it, every invocation is throttled, or it never " +
+        "reaches its handler (a bad setting at cold start, no route to Secrets Manager). Nothing is published. " +
         RUNBOOK,
-      metric: subjects.relayFunction.metricInvocations({ period: MINUTE, statistic: "Sum" }),
+      // The relay's own EMF heartbeat, stamped when written (every flush interval while it runs), not Lambda's
+      // Invocations, which arrives when an invocation ends, stamped with its start: the newest 2-3 minutes of it
+      // are always empty while a 155 s invocation runs.
+      metric: subjects.metric(METRIC.relayHeartbeat, "relay", { statistic: "Sum", period: MINUTE }),
       threshold: 1,
       comparison: LESS_THAN_THRESHOLD,
-      // Lambda writes no Invocations datapoint for a minute without invocations: silence is the failure. The
-      // periods allow for the longest legal gap between ticks (relayTiming.ts), so a late tick never alarms.
+      // Silence is the failure. The periods allow for the longest legal gap between ticks (relayTiming.ts), so a
+      // late tick of a relay in drain mode never alarms.
       evaluationPeriods: heartbeatPeriods,
       datapointsToAlarm: heartbeatPeriods,
       treatMissingData: BREACHING,
+    },
+    {
+      key: "relayStalled",
+      id: "RelayStalledAlarm",
+      description:
+        "The relay published nothing for 3 minutes while its rounds or publishes failed: SQS or the bus " +
+        "unreachable or refusing (AccessDenied, KMS), the database unreachable, timing out or refusing the " +
+        "password, or every invocation failing at its start (a setting, the queue check). The logs name the " +
+        `error. ${RUNBOOK}`,
+      // Written by each relay every flush interval (10 s) while it runs, stamped then; only by windows that did
+      // something, 1 for failures without a publish, 0 for a publish. Minimum: a relay that published in a
+      // minute clears it, idle ones say nothing, so every relay that worked that minute failed.
+      metric: subjects.metric(METRIC.relayStalled, "relay", { statistic: "Minimum", period: MINUTE }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      // 3 of 3: a minute of failures (a database failover, an SQS blip) does not page; a stall does within 3
+      // minutes of its first failed window. A tiny backlog in backoff can leave a minute without a try: the
+      // alarm may then return to OK while the outage lasts, and OldestPendingAge keeps paging.
+      evaluationPeriods: 3,
+      datapointsToAlarm: 3,
+      // Idle windows write nothing; no relay at all is RelayNotRunning's to report.
+      treatMissingData: NOT_BREACHING,
     },
     {
       key: "scheduleFailedInvocations",
@@ -132,13 +176,16 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       key: "relayErrors",
       id: "RelayErrorsAlarm",
       description:
-        "Relay invocations failed in 2 of 3 minutes: no round succeeded (database or secret unreachable, wrong " +
-        "password, queue missing or not FIFO, bad configuration) or an invocation made no progress while events " +
-        `were pending. ${RUNBOOK}`,
+        `Two relay invocations failed within ${relayLambdaPeriods(MINUTE)} minutes: no round succeeded (database ` +
+        "or secret unreachable, wrong password, queue missing or not FIFO, bad configuration), an invocation " +
+        "made no progress while events were pending, or it timed out. The backstop behind RelayStalled: Lambda " +
+        `reports an error when the invocation ends, up to its timeout late. ${RUNBOOK}`,
       metric: subjects.relayFunction.metricErrors({ period: MINUTE, statistic: "Sum" }),
       threshold: 1,
       comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      evaluationPeriods: 3,
+      // Lambda stamps an error with its invocation's start and sends it at the end: the window covers the
+      // timeout plus a period, so an error is still inside it when it arrives (lambdaMetricPeriods).
+      evaluationPeriods: relayLambdaPeriods(MINUTE),
       datapointsToAlarm: 2,
       // No invocation, no datapoint: RelayNotRunning reports that.
       treatMissingData: NOT_BREACHING,
@@ -156,8 +203,8 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       evaluationPeriods: 5,
       datapointsToAlarm: 5,
-      // A running relay writes the counter every 10 s, zeros included; silence means no relay, which
-      // RelayNotRunning reports.
+      // A running relay writes the counter every 10 s (a timer, stamped then), zeros included; silence means no
+      // relay, which RelayNotRunning reports.
       treatMissingData: NOT_BREACHING,
     },
     {
@@ -167,10 +214,13 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
         "The relay was throttled: the account's concurrency is exhausted, or (with relay.reservedConcurrency, which " +
         "admits every overlap the schedule can produce, early and late ticks included) something invoked it beyond " +
         `the schedule. ${RUNBOOK}`,
-      metric: subjects.relayFunction.metricThrottles({ period: Duration.minutes(5), statistic: "Sum" }),
+      metric: subjects.relayFunction.metricThrottles({ period: FIVE_MINUTES, statistic: "Sum" }),
       threshold: 1,
       comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      evaluationPeriods: 1,
+      // A throttle is counted when the invocation is refused; the window still covers the timeout, as for every
+      // alarm on AWS/Lambda (lambdaMetricPeriods).
+      evaluationPeriods: relayLambdaPeriods(FIVE_MINUTES),
+      datapointsToAlarm: 1,
       treatMissingData: NOT_BREACHING,
     },
     {
@@ -273,10 +323,12 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
         "The purge Lambda failed (a purge, or a snapshot-only run): old rows may not be deleted and the backlog " +
         `metrics may be stale. ${RUNBOOK}`,
       // 5 minutes: a failing database fails every snapshot tick; an hourly purge failure shows for one period.
-      metric: subjects.purgeFunction.metricErrors({ period: Duration.minutes(5), statistic: "Sum" }),
+      metric: subjects.purgeFunction.metricErrors({ period: FIVE_MINUTES, statistic: "Sum" }),
       threshold: 1,
       comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      evaluationPeriods: 1,
+      // An error arrives when the purge ends, up to its timeout (5 minutes at most by default) after its start.
+      evaluationPeriods: lambdaMetricPeriods(subjects.purgeTimeout.toSeconds(), FIVE_MINUTES.toSeconds()),
+      datapointsToAlarm: 1,
       treatMissingData: NOT_BREACHING,
     },
     subjects.queue !== undefined && {
@@ -349,11 +401,13 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
         metricName: AWS_METRIC.lambdaErrors,
         dimensionsMap: { FunctionName: subjects.rotationFunctionName },
         statistic: "Sum",
-        period: Duration.minutes(5),
+        period: FIVE_MINUTES,
       }),
       threshold: 1,
       comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      evaluationPeriods: 1,
+      // The rotation function is not ours: its timeout is unknown here, so the window covers Lambda's longest.
+      evaluationPeriods: lambdaMetricPeriods(LAMBDA_MAX_TIMEOUT_SECONDS, FIVE_MINUTES.toSeconds()),
+      datapointsToAlarm: 1,
       // The rotation runs monthly: silence is the normal state.
       treatMissingData: NOT_BREACHING,
     },

@@ -52,7 +52,14 @@ export function createDashboard(
         new cloudwatch.GraphWidget({
           title: "Relay Lambda",
           width,
-          left: [relayFunction.metricInvocations(), relayFunction.metricErrors()],
+          // The heartbeat and stall the alarms read (stamped while the relay runs) beside Lambda's own figures
+          // (stamped with an invocation's start, sent at its end).
+          left: [
+            relay(METRIC.relayHeartbeat),
+            relay(METRIC.relayStalled, "Minimum"),
+            relayFunction.metricInvocations(),
+            relayFunction.metricErrors(),
+          ],
           right: [relayFunction.metricThrottles()],
         }),
         new cloudwatch.GraphWidget({

@@ -534,6 +534,7 @@ export class OutboxRelay extends Construct {
       checkIntegerOption("OutboxRelay purge.reservedConcurrency", purge.reservedConcurrency, 1, 1000);
     }
     const { role: purgeRole, logGroup: purgeLogs } = executionRole(this, "Purge", placement);
+    const purgeTimeout = purge.timeout ?? Duration.seconds(Math.min(300, purgeRate.toSeconds()));
     grantSecretRead(this, purgeRole, purgeSecret);
     this.purgeFunction = outboxFunction(this, "Purge", placement, {
       code: "purge",
@@ -543,7 +544,7 @@ export class OutboxRelay extends Construct {
       // 5 minutes, or the purge's interval if shorter, so two purges never overlap. A DELETE of 5000 rows takes
       // ~8 ms on a warm 1M-row table (functions/shared/purge.ts), so even a 1-minute run, stopping 10 s + one
       // 10 s statement timeout early, can remove millions of rows.
-      timeout: purge.timeout ?? Duration.seconds(Math.min(300, purgeRate.toSeconds())),
+      timeout: purgeTimeout,
       memorySize: 256,
       environment: purgeEnv,
       // Nothing by default (see relayReservedConcurrency). `true`: two, since the hourly purge (up to its
@@ -587,6 +588,8 @@ export class OutboxRelay extends Construct {
       consumerDeadLetterQueue: this.consumerDeadLetterQueue,
       rotationFunctionName: db.rotationFunctionName,
       metric: this.metric.bind(this),
+      relayTimeout: Duration.seconds(timing.timeoutSeconds),
+      purgeTimeout: purgeTimeout,
       relayTickGapSeconds: timing.longestTickGapSeconds,
       metricsRate,
       strictOrder: tuning.strictOrder === true,

@@ -148,13 +148,23 @@ export function relayReservedConcurrency(
 }
 
 /**
- * How many consecutive periods of `periodSeconds` with no invocation a "did not run" alarm waits for. The longest
+ * How many consecutive periods of `periodSeconds` without a sign of life a "did not run" alarm waits for. The longest
  * gap between two ticks (interval + jitter) fully covers at most ceil(gap / period) - 1 whole periods, so
  * ceil(gap / period) empty periods cannot happen while the schedule works; one period more absorbs the minute or
  * so CloudWatch may take to deliver a datapoint. Default schedule: ceil(120 / 60) + 1 = 3 minutes.
  */
 export function silentPeriodsBeforeAlarm(longestTickGapSeconds: number, periodSeconds: number): number {
   return Math.ceil(longestTickGapSeconds / periodSeconds) + 1;
+}
+
+/**
+ * How many periods an alarm on one of AWS/Lambda's metrics (Errors, Throttles) of a function evaluates. Lambda
+ * sends them when an invocation ends, stamped with its start, so a datapoint can appear up to the function's
+ * timeout after its period closed; the window must still hold that period then: N x period >= timeout + period,
+ * N = ceil(timeout / period) + 1. The relay at its 155 s default: ceil(155 / 60) + 1 = 4 one-minute periods.
+ */
+export function lambdaMetricPeriods(timeoutSeconds: number, periodSeconds: number): number {
+  return Math.ceil(timeoutSeconds / periodSeconds) + 1;
 }
 
 /** 1 MiB. */

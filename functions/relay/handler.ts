@@ -31,23 +31,24 @@ const pool = await createDatabasePool(config.database, {
 // the next invocation, so a fixed destination is picked up.
 let destinationChecked = false;
 
-/** Invoked by the EventBridge schedule; relays until the time budget ends (dwell) or nothing is left (drain). */
+/**
+ * Invoked by the EventBridge schedule; relays until the time budget ends (dwell) or nothing is left (drain). The
+ * metrics write a heartbeat and any stall every flush interval while it runs (RelayMetrics.observe).
+ */
 export async function relay(
   _event: ScheduledEvent | Record<string, never>,
   context: Context,
 ): Promise<RelaySummary> {
-  const deadline = invocation.invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
-  if (!destinationChecked) {
-    await invocation.checkDestination(destination, logger, invocation.checkTimeoutMs(deadline));
-    destinationChecked = true;
-  }
-  const relayMetrics = new RelayMetrics(metrics, metricsOptions);
-  const onRound = relayMetrics.recordRound.bind(relayMetrics);
-  const { noProgress, ...summary } = await invocation.relayInvocation(
-    { pool, destination, deadline, logger, onRound },
-    config,
+  const { noProgress, ...summary } = await new RelayMetrics(metrics, metricsOptions).observe(
+    async (observer) => {
+      const deadline = invocation.invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
+      if (!destinationChecked) {
+        await invocation.checkDestination(destination, logger, invocation.checkTimeoutMs(deadline));
+        destinationChecked = true;
+      }
+      return invocation.relayInvocation({ pool, destination, deadline, logger, ...observer }, config);
+    },
   );
-  relayMetrics.finish(summary);
   logger.info("relay finished", { summary });
   // Nothing got through although there was work: fail the invocation so Lambda's Errors metric sees it.
   if (noProgress !== undefined) throw noProgress;

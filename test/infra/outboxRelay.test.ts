@@ -427,10 +427,12 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
     // The failure each alarm catches is in docs/operations.md#what-pages-you.
     const table: [string, Record<string, unknown>][] = [
       [
+        // The relay's own heartbeat, written every 10 s while it runs: not Lambda's Invocations, which arrives
+        // when a 155 s invocation ends, stamped with its start.
         "OutboxRelayNotRunningAlarm",
         {
-          ...lambdaOf(relayFn),
-          MetricName: "Invocations",
+          ...relay,
+          MetricName: "RelayHeartbeat",
           Statistic: "Sum",
           Period: 60,
           Threshold: 1,
@@ -438,6 +440,22 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           EvaluationPeriods: 3,
           DatapointsToAlarm: 3,
           TreatMissingData: "breaching",
+        },
+      ],
+      [
+        // Written by the relay as a window fails (SQS down, AccessDenied, the database unreachable): pages
+        // within minutes, not when an invocation ends.
+        "OutboxRelayStalledAlarm",
+        {
+          ...relay,
+          MetricName: "RelayStalled",
+          Statistic: "Minimum",
+          Period: 60,
+          Threshold: 1,
+          ComparisonOperator: "GreaterThanOrEqualToThreshold",
+          EvaluationPeriods: 3,
+          DatapointsToAlarm: 3,
+          TreatMissingData: "notBreaching",
         },
       ],
       [
@@ -463,7 +481,9 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           Period: 60,
           Threshold: 1,
           ComparisonOperator: "GreaterThanOrEqualToThreshold",
-          EvaluationPeriods: 3,
+          // 4 x 60 s = 240 s >= the 155 s timeout + a period: an error sent at the end of an invocation that
+          // started in the oldest period is still in the window.
+          EvaluationPeriods: 4,
           DatapointsToAlarm: 2,
           TreatMissingData: "notBreaching",
         },
@@ -484,7 +504,15 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       ],
       [
         "OutboxRelayThrottlesAlarm",
-        { ...lambdaOf(relayFn), MetricName: "Throttles", Threshold: 1, TreatMissingData: "notBreaching" },
+        {
+          ...lambdaOf(relayFn),
+          MetricName: "Throttles",
+          Period: 300,
+          EvaluationPeriods: 2,
+          DatapointsToAlarm: 1,
+          Threshold: 1,
+          TreatMissingData: "notBreaching",
+        },
       ],
       [
         "OutboxBatchDurationAlarm",
@@ -545,7 +573,14 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       ],
       [
         "OutboxPurgeErrorsAlarm",
-        { ...lambdaOf(purgeFn), MetricName: "Errors", Period: 300, TreatMissingData: "notBreaching" },
+        {
+          ...lambdaOf(purgeFn),
+          MetricName: "Errors",
+          Period: 300,
+          EvaluationPeriods: 2,
+          DatapointsToAlarm: 1,
+          TreatMissingData: "notBreaching",
+        },
       ],
       [
         "OutboxConsumersStalledAlarm",
@@ -603,6 +638,59 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
     }
     expect(Object.keys(alarms)).toHaveLength(table.length);
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
+  });
+
+  it("evaluates every alarm on an AWS/Lambda metric over more than the function's timeout plus a period", () => {
+    // Lambda sends Errors, Throttles, Invocations when an invocation ends, stamped with its start: a datapoint
+    // can arrive a whole timeout after its period closed, and the window must still hold that period then.
+    const timeouts = new Map(
+      resources(template, "AWS::Lambda::Function").map(([id, fn]) => [id, fn.Properties?.Timeout as number]),
+    );
+    const checked: string[] = [];
+    for (const [id, alarm] of resources(template, "AWS::CloudWatch::Alarm")) {
+      const props = alarm.Properties as Record<string, unknown>;
+      type Stat = { Namespace: string; Dimensions?: { Name: string; Value: unknown }[]; Period: number };
+      const stats: Stat[] =
+        props.Namespace === undefined
+          ? ((props.Metrics ?? []) as { MetricStat?: { Metric: Stat; Period: number } }[])
+              .filter((query) => query.MetricStat !== undefined)
+              .map((query) => ({
+                ...(query.MetricStat?.Metric as Stat),
+                Period: query.MetricStat?.Period ?? 0,
+              }))
+          : [props as unknown as Stat];
+      for (const stat of stats.filter((one) => one.Namespace === "AWS/Lambda")) {
+        const fn = stat.Dimensions?.find((dimension) => dimension.Name === "FunctionName")?.Value as
+          | { Ref?: string }
+          | string;
+        // A function of the template has its timeout there; one outside it (the rotation's), Lambda's longest.
+        const ref = typeof fn === "object" ? fn.Ref : undefined;
+        const timeout = ref !== undefined && timeouts.has(ref) ? (timeouts.get(ref) as number) : 900;
+        const period = (props.Period as number | undefined) ?? stat.Period;
+        const window = period * (props.EvaluationPeriods as number);
+        expect(
+          window,
+          `${id}: ${window} s window, ${timeout} s timeout, ${period} s period`,
+        ).toBeGreaterThanOrEqual(timeout + period);
+        checked.push(id.replace(/[0-9A-F]{8}$/, ""));
+      }
+    }
+    expect(checked.toSorted()).toEqual(
+      expect.arrayContaining([
+        "OutboxPurgeErrorsAlarm",
+        "OutboxRelayErrorsAlarm",
+        "OutboxRelayThrottlesAlarm",
+        "OutboxSecretRotationErrorsAlarm",
+      ]),
+    );
+    // The heartbeat and the stall are the relay's own metrics, stamped while it runs, not Lambda's.
+    for (const prefix of ["OutboxRelayNotRunningAlarm", "OutboxRelayStalledAlarm"]) {
+      expect(checked).not.toContain(prefix);
+      const props = template.findResources("AWS::CloudWatch::Alarm")[
+        logicalId(template, "AWS::CloudWatch::Alarm", prefix)
+      ]?.Properties as Record<string, unknown>;
+      expect(props.Namespace).toBe("OutboxRelay");
+    }
   });
 
   it("alarms on the rotation Lambda CDK names, whose security group reaches the Secrets Manager endpoint and the database", () => {
@@ -809,7 +897,7 @@ describe("OutboxRelay construct options", () => {
       [["sqs:GetQueueAttributes", "sqs:SendMessage"], "arn:aws:sqs:eu-west-1:123456789012:orders.fifo"],
     ]);
     // No consumer dead-letter queue of ours, so no alarm on one; the stalled-consumers alarm reads the queue.
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 13);
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 14);
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: "ApproximateAgeOfOldestMessage",
       Dimensions: [{ Name: "QueueName", Value: "orders.fifo" }],

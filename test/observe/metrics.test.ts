@@ -156,6 +156,9 @@ describe("RelayMetrics", () => {
       EventsPublished: [2],
       PublishFailures: [3],
       EventsDeadLettered: [1],
+      RelayHeartbeat: [1],
+      // It published: no stall, though some of its events failed.
+      RelayStalled: [0],
     });
     expect(main?.units).toEqual({
       BatchDuration: "Milliseconds",
@@ -163,16 +166,57 @@ describe("RelayMetrics", () => {
       EventsPublished: "Count",
       PublishFailures: "Count",
       EventsDeadLettered: "Count",
+      RelayHeartbeat: "Count",
+      RelayStalled: "Count",
     });
 
-    // A window with nothing in it still says 0, so alarms see "no events" rather than "no data".
+    // A window with nothing in it still says 0, so alarms see "no events" rather than "no data"; its heartbeat
+    // says the relay ran; an idle window says nothing about a stall.
     recorder.finish();
     metrics.publishStoredMetrics();
     expect(stdout.emf().at(-1)?.values).toEqual({
       EventsPublished: [0],
       PublishFailures: [0],
       EventsDeadLettered: [0],
+      RelayHeartbeat: [1],
     });
+  });
+
+  it("keeps RelayStalled at 1 through idle windows while events it failed to publish wait, until it publishes", () => {
+    const recorder = new RelayMetrics(metrics);
+    const windows = [
+      round({ claimed: 2, failed: 2, failedEvents: [] }), // SQS refused both: stalled
+      round(), // idle: the two wait in backoff, nothing published since
+      publishedRound([5]), // progress
+      round(), // idle: says nothing
+    ];
+    const stalled = windows.map((window) => {
+      recorder.recordRound(window);
+      recorder.finish();
+      metrics.publishStoredMetrics();
+      return stdout.emf().at(-1)?.values.RelayStalled;
+    });
+    expect(stalled).toEqual([[1], [1], [0], undefined]);
+  });
+
+  it("writes RelayStalled = 1 for a window whose rounds failed as a whole, and for a failed invocation", async () => {
+    const recorder = new RelayMetrics(metrics);
+    recorder.recordFailedRound();
+    recorder.finish({ failedRounds: 1 });
+    metrics.publishStoredMetrics();
+    expect(stdout.emf().at(-1)?.values).toMatchObject({ RelayStalled: [1], FailedRounds: [1] });
+    const failing = new RelayMetrics(metrics).observe(() =>
+      Promise.reject(new Error("no route to the database")),
+    );
+    await expect(failing).rejects.toThrow("no route to the database");
+    metrics.publishStoredMetrics();
+    // The heartbeat written as it started, then the stall as it failed.
+    expect(
+      stdout
+        .emf()
+        .slice(-2)
+        .map((line) => line.values.RelayStalled),
+    ).toEqual([undefined, [1]]);
   });
 
   it("writes FailedRounds once per invocation, zero included", () => {
@@ -596,13 +640,22 @@ describe("Lambda handlers write EMF with the figures the database holds", () => 
     expect(perType[0]?.dimensions).toEqual([["service", "eventType"]]);
     expect(perType[0]?.fields.eventType).toBe("order.broken");
     expect(perType[0]?.values).toEqual({ PublishFailures: [1] });
-    const main = lines.filter((line) => !perType.includes(line));
+    // The heartbeat written as the invocation starts, then the window its end stores.
+    const [started, ...main] = lines.filter((line) => !perType.includes(line));
+    expect(started?.values).toEqual({
+      EventsPublished: [0],
+      PublishFailures: [0],
+      EventsDeadLettered: [0],
+      RelayHeartbeat: [1],
+    });
     expect(main).toHaveLength(1);
     expect(main[0]?.dimensions).toEqual([["service"]]);
     expect(main[0]?.values).toMatchObject({
       EventsPublished: [lagRows.length],
       PublishFailures: [deadRows.length],
       EventsDeadLettered: [deadRows.length],
+      RelayHeartbeat: [1],
+      RelayStalled: [0],
     });
     // One round claimed all nine rows; the drain's second round found nothing.
     expect(main[0]?.values.BatchDuration).toHaveLength(1);

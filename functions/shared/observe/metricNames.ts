@@ -22,6 +22,8 @@ export const METRIC = {
   snapshotErrors: "SnapshotErrors",
   purgeErrors: "PurgeErrors",
   failedRounds: "FailedRounds",
+  relayHeartbeat: "RelayHeartbeat",
+  relayStalled: "RelayStalled",
 } as const;
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];

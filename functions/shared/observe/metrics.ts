@@ -90,6 +90,17 @@ export interface RelayMetricsOptions {
  * - BatchDuration keeps one value per round that claimed something (a p95 alarm wants every round); at 30
  *   rounds/s Powertools writes a line of 100 of them every ~3 s.
  * A relay at full speed then writes ~24 lines (~16 KB) a minute, ~23 MB a day.
+ *
+ * The alarms page from what these lines carry, stamped when they are written (DESIGN.md, invariant 11), not from
+ * Lambda's own metrics, which arrive when an invocation ends and are stamped with its start:
+ * - RelayHeartbeat, 1 on every window's line: once `start()` is called, a timer writes a window every
+ *   `flushIntervalMs` (and one at once), idle or not, whether rounds succeed, fail or hang. A live relay writes
+ *   at least one a minute; their absence is RelayNotRunning.
+ * - RelayStalled, on the line of a window in which the relay did something: 1 when rounds failed as a whole or
+ *   publishes failed short of a dead letter and nothing was published (an SQS outage, AccessDenied, the database
+ *   unreachable), 0 when it published (or settled events as dead letters); an idle window writes none, unless
+ *   events this invocation failed to publish wait in backoff with nothing published since (1). The
+ *   handler also writes 1 when the invocation itself fails (a setting, the queue check, the database at start).
  */
 export class RelayMetrics {
   readonly #metrics: Metrics;
@@ -101,7 +112,11 @@ export class RelayMetrics {
   #published = 0;
   #failed = 0;
   #deadLettered = 0;
+  #failedRounds = 0;
+  /** Events failed to publish (not dead letters) and nothing published since: they wait in backoff. */
+  #awaitingRetry = false;
   readonly #failuresByType = new Map<string, number>();
+  #timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(metrics: Metrics, options: RelayMetricsOptions = {}) {
     this.#metrics = metrics;
@@ -127,25 +142,83 @@ export class RelayMetrics {
     for (const event of report.failedEvents) {
       this.#failuresByType.set(event.eventType, (this.#failuresByType.get(event.eventType) ?? 0) + 1);
     }
-    if (this.#now() - this.#windowStart >= this.#flushIntervalMs) {
-      this.#storeWindow();
-      if (this.#metrics.hasStoredMetrics()) this.#metrics.publishStoredMetrics();
+    this.#flushIfDue();
+  }
+
+  /** A round that failed as a whole (the engine's onRoundFailed): the database unreachable, a statement timed out. */
+  recordFailedRound(): void {
+    this.#failedRounds++;
+    this.#flushIfDue();
+  }
+
+  /** The engine's observer callbacks, bound to this recorder. */
+  observer(): { onRound(report: RoundReport): void; onRoundFailed(): void } {
+    return {
+      onRound: (report) => this.recordRound(report),
+      onRoundFailed: () => this.recordFailedRound(),
+    };
+  }
+
+  /**
+   * One invocation, observed: the heartbeat starts, `run` gets the engine's callbacks, and the end stores the last
+   * window, with a stall when `run` throws (rethrown) or returns a `noProgress`.
+   */
+  async observe<T extends { failedRounds: number; noProgress?: unknown }>(
+    run: (observer: ReturnType<RelayMetrics["observer"]>) => Promise<T>,
+  ): Promise<T> {
+    this.start();
+    let result: T;
+    try {
+      result = await run(this.observer());
+    } catch (error) {
+      // A bad budget, a queue that cannot take the messages, the database unreachable at the start: a stall too.
+      this.finish({ stalled: true });
+      throw error;
     }
+    this.finish({ failedRounds: result.failedRounds, stalled: result.noProgress !== undefined });
+    return result;
+  }
+
+  /**
+   * The invocation has begun: writes a window at once (its heartbeat) and then one every flush interval from a
+   * timer, so a relay whose rounds all fail or hang still writes its heartbeat and its stall. `finish()` stops it.
+   */
+  start(): void {
+    if (this.#timer !== undefined) return;
+    this.#publishWindow();
+    this.#timer = setInterval(() => this.#publishWindow(), this.#flushIntervalMs);
+    // Never what keeps a process alive (the CLI, a test): the invocation's own work does that.
+    this.#timer.unref();
   }
 
   /**
    * End of the invocation: stores the last window for the handler's logMetrics middleware to publish. The
    * counters go in last, so the store is never empty when the middleware publishes (it warns if it is).
+   * `stalled`: the invocation failed or made no progress, written as a RelayStalled of 1 whatever the window saw.
    */
-  finish(summary?: { failedRounds: number }): void {
-    this.#storeWindow();
+  finish(summary?: { failedRounds?: number; stalled?: boolean }): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#storeWindow(summary?.stalled === true);
     // Per invocation: rounds that failed as a whole (their rows released, not lost). A stall hides here first.
-    if (summary !== undefined) {
+    if (summary?.failedRounds !== undefined) {
       this.#metrics.addMetric(METRIC.failedRounds, MetricUnit.Count, summary.failedRounds);
     }
   }
 
-  #storeWindow(): void {
+  /** Without the timer (`start()` not called), a round that ends after the interval writes the window. */
+  #flushIfDue(): void {
+    if (this.#timer === undefined && this.#now() - this.#windowStart >= this.#flushIntervalMs) {
+      this.#publishWindow();
+    }
+  }
+
+  #publishWindow(): void {
+    this.#storeWindow(false);
+    if (this.#metrics.hasStoredMetrics()) this.#metrics.publishStoredMetrics();
+  }
+
+  #storeWindow(invocationFailed: boolean): void {
     for (const lagMs of this.#lag.take()) {
       this.#metrics.addMetric(METRIC.publishLag, MetricUnit.Milliseconds, lagMs);
     }
@@ -159,12 +232,47 @@ export class RelayMetrics {
     this.#metrics.addMetric(METRIC.eventsPublished, MetricUnit.Count, this.#published);
     this.#metrics.addMetric(METRIC.publishFailures, MetricUnit.Count, this.#failed);
     this.#metrics.addMetric(METRIC.eventsDeadLettered, MetricUnit.Count, this.#deadLettered);
+    this.#metrics.addMetric(METRIC.relayHeartbeat, MetricUnit.Count, 1);
+    const unsettled = this.#failed - this.#deadLettered;
+    if (this.#published > 0) this.#awaitingRetry = false;
+    else if (unsettled > 0) this.#awaitingRetry = true;
+    // An idle window while events this invocation failed to publish wait in backoff, nothing published since:
+    // still stalled (those events are certainly pending), so a small backlog in backoff keeps the stall up.
+    const stalled =
+      stalledWindow({
+        published: this.#published,
+        deadLettered: this.#deadLettered,
+        unsettled,
+        failedRounds: this.#failedRounds,
+      }) ?? (this.#awaitingRetry ? 1 : undefined);
+    if (invocationFailed || stalled !== undefined) {
+      this.#metrics.addMetric(METRIC.relayStalled, MetricUnit.Count, invocationFailed ? 1 : (stalled ?? 0));
+    }
     this.#published = 0;
     this.#failed = 0;
     this.#deadLettered = 0;
+    this.#failedRounds = 0;
     this.#failuresByType.clear();
     this.#windowStart = this.#now();
   }
+}
+
+/**
+ * RelayStalled for one window: 1 when it published nothing although rounds failed as a whole or publishes failed
+ * unsettled (not dead letters: those are settled, with an alarm of their own), the window-sized form of
+ * relay/invocation.ts's noProgressError; 0 when it published or only settled; undefined when nothing happened
+ * (an idle window says nothing about progress, and a minute's Minimum must not be pulled to 0 by an idle relay
+ * beside a stalled one).
+ */
+export function stalledWindow(window: {
+  published: number;
+  deadLettered: number;
+  unsettled: number;
+  failedRounds: number;
+}): 0 | 1 | undefined {
+  if (window.published > 0) return 0;
+  if (window.unsettled > 0 || window.failedRounds > 0) return 1;
+  return window.deadLettered > 0 ? 0 : undefined;
 }
 
 /** The `max` entries with the highest counts (ties: the first seen), plus the rest summed under "other". */

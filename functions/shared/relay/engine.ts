@@ -105,6 +105,8 @@ export interface RelayDeps {
   /** Wakes an idle dwell loop early (LISTEN/NOTIFY); optional. */
   wakeUp?: { wait(ms: number, signal?: AbortSignal): Promise<void> };
   onRound?(report: RoundReport): void;
+  /** A round failed as a whole (its rows released): told at once, so metrics can report a stall mid-invocation. */
+  onRoundFailed?(error: unknown): void;
   now?: () => number;
   /**
    * Checks the order key on a round's session before it claims, when that session is on a target not checked
@@ -245,6 +247,11 @@ async function relayLoop(
         error: summary.lastError,
         consecutiveErrors,
       });
+      try {
+        deps.onRoundFailed?.(error);
+      } catch (observerError) {
+        deps.logger?.warn("round observer failed", { error: errorMessage(observerError) });
+      }
       if (options.mode === "drain" && consecutiveErrors >= DRAIN_MAX_CONSECUTIVE_ERRORS) {
         return "errors";
       }

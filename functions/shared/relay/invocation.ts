@@ -24,6 +24,7 @@ export interface InvocationDeps {
   logger: Logger;
   signal?: AbortSignal;
   onRound?(report: RoundReport): void;
+  onRoundFailed?(error: unknown): void;
 }
 
 export interface InvocationSummary extends RelaySummary {
@@ -54,6 +55,7 @@ export async function relayInvocation(deps: InvocationDeps, config: RelayConfig)
       orderKey,
       ...(deps.signal === undefined ? {} : { signal: deps.signal }),
       ...(deps.onRound === undefined ? {} : { onRound: deps.onRound }),
+      ...(deps.onRoundFailed === undefined ? {} : { onRoundFailed: deps.onRoundFailed }),
       ...(wakeUp === undefined ? {} : { wakeUp }),
     },
     config.relay,
