@@ -19,7 +19,11 @@ const logger = new Logger({ serviceName: serviceNameFromEnv(process.env, "outbox
 const metrics = createMetrics(process.env, "outbox-relay");
 const metricsOptions = relayMetricsOptionsFromEnv(process.env);
 const { destination } = createDestination(config.destination, invocation.destinationClientOptions(config));
+// The current invocation's deadline: a checkout retrying authentication failures (a rotation's window) stops
+// before it.
+let currentDeadline: number | undefined;
 const pool = await createDatabasePool(config.database, {
+  deadline: () => currentDeadline,
   max: invocation.relaySessions(config),
   applicationName: "outbox-relay",
   // Claim, record, COMMIT and ROLLBACK each fail within this even if the network path died silently.
@@ -37,6 +41,7 @@ export async function relay(
   context: Context,
 ): Promise<RelaySummary> {
   const deadline = invocation.invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
+  currentDeadline = deadline;
   if (!destinationChecked) {
     await invocation.checkDestination(destination, logger, invocation.checkTimeoutMs(deadline));
     destinationChecked = true;

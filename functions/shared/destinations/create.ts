@@ -1,7 +1,6 @@
-import http from "node:http";
-import https from "node:https";
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { SQSClient } from "@aws-sdk/client-sqs";
+import { awsHttpOptions } from "../util/awsClient.ts";
 import type { Destination } from "./destination.ts";
 import { eventBridgeDestination } from "./eventBridge/eventBridge.ts";
 import type { DestinationSetting } from "./setting.ts";
@@ -40,12 +39,8 @@ export function createDestination(
 ): CreatedDestination {
   const common = {
     maxAttempts: 3,
-    requestHandler: {
-      connectionTimeout: 3_000,
-      requestTimeout: options.requestTimeoutMs,
-      httpsAgent: new https.Agent({ keepAlive: true, maxSockets: options.sockets }),
-      httpAgent: new http.Agent({ keepAlive: true, maxSockets: options.sockets }),
-    },
+    // A connect timeout, and a request timeout that throws (not only warns) and also bounds a silent socket.
+    requestHandler: awsHttpOptions({ requestTimeoutMs: options.requestTimeoutMs, sockets: options.sockets }),
     ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
     ...(options.region === undefined ? {} : { region: options.region }),
     ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
