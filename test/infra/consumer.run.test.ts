@@ -66,8 +66,9 @@ describe("OutboxConsumer's bundled function with the template's environment", ()
     symlinkSync(join(PROJECT_ROOT, "node_modules"), join(assembly.directory, "node_modules"));
     const functionId = stack.getLogicalId(consumer.function.node.defaultChild as never);
     const resource = template.Resources[functionId];
-    const environment = (resource?.Properties.Environment as { Variables: Record<string, string> }).Variables;
-    const assetPath = resource?.Metadata?.["aws:asset:path"];
+    if (resource === undefined) throw new Error("the consumer function is not in the template");
+    const environment = (resource.Properties.Environment as { Variables: Record<string, string> }).Variables;
+    const assetPath = resource.Metadata?.["aws:asset:path"];
     expect(assetPath).toBeDefined();
 
     const event = {
