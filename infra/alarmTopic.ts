@@ -1,4 +1,4 @@
-import { ArnFormat, type RemovalPolicy, Stack } from "aws-cdk-lib";
+import { ArnFormat, Duration, RemovalPolicy, Stack } from "aws-cdk-lib";
 import * as iam from "aws-cdk-lib/aws-iam";
 import * as kms from "aws-cdk-lib/aws-kms";
 import * as sns from "aws-cdk-lib/aws-sns";
@@ -11,11 +11,7 @@ export interface AlarmTopicProps {
 }
 
 /** The topic the alarms notify: the one given, one created here (`createTopic`), or none. */
-export function alarmTopic(
-  scope: Construct,
-  props: AlarmTopicProps,
-  removalPolicy: RemovalPolicy,
-): sns.ITopic | undefined {
+export function alarmTopic(scope: Construct, props: AlarmTopicProps): sns.ITopic | undefined {
   if (props.topic !== undefined) return props.topic;
   if (props.createTopic !== true) return undefined;
   // CloudWatch can publish to an encrypted topic only if it may use the key: the AWS-managed aws/sns key
@@ -23,7 +19,11 @@ export function alarmTopic(
   const key = new kms.Key(scope, "AlarmTopicKey", {
     description: "Encrypts the outbox alarm topic",
     enableKeyRotation: true,
-    removalPolicy,
+    // Deleted with the stack (after KMS's shortest waiting period), whatever the construct's removal policy: it
+    // encrypts notifications in flight only, nothing that outlives the topic, which goes with the stack. A
+    // retained key costs $1 a month for each stack ever destroyed.
+    removalPolicy: RemovalPolicy.DESTROY,
+    pendingWindow: Duration.days(7),
   });
   key.addToResourcePolicy(
     new iam.PolicyStatement({

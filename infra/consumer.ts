@@ -1,7 +1,7 @@
 import { Duration, RemovalPolicy, Token, Validations } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
-import type * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as ec2 from "aws-cdk-lib/aws-ec2";
 import * as iam from "aws-cdk-lib/aws-iam";
 import * as lambda from "aws-cdk-lib/aws-lambda";
 import * as eventSources from "aws-cdk-lib/aws-lambda-event-sources";
@@ -11,14 +11,17 @@ import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
+import { DATABASE_SETTINGS } from "../functions/shared/db/settings.ts";
 import { INBOX_METRIC } from "../functions/shared/observe/metricNames.ts";
 import { METRICS_SETTINGS } from "../functions/shared/observe/settings.ts";
 import { consumerAlarmTable, createAlarmsFrom } from "./alarms.ts";
+import { environmentOf } from "./environment.ts";
 import {
   acknowledgeVpcNetworkInterfaces,
   grantSecretRead,
   vpcNetworkInterfacesStatement,
 } from "./lambdas.ts";
+import { defaultServicePrefix } from "./naming.ts";
 
 /**
  * AWS: "set the source queue's visibility timeout to at least six times the timeout that you configure on your
@@ -67,7 +70,9 @@ export interface OutboxConsumerProps {
   /**
    * Namespace and service of the EMF metrics: set as POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_SERVICE_NAME
    * (a `new Metrics()` passed as createInboxHandler's `metrics` picks them up), and watched by the
-   * failed-records alarm. Default "OutboxConsumer" and the construct's id.
+   * failed-records alarm. Default "OutboxConsumer" and the stack's name with the construct's path in it
+   * ("BillingStack-Consumer"): unique per stack, so consumers in two stacks of one account never add up each
+   * other's failures in one alarm.
    */
   readonly metricsNamespace?: string;
   readonly serviceName?: string;
@@ -88,12 +93,25 @@ export interface OutboxConsumerProps {
   readonly timeout?: Duration;
   /** Default 256 MB. */
   readonly memorySize?: number;
-  /** The consumer database's secret: GetSecretValue is granted on it. */
+  /**
+   * The consumer database's secret: GetSecretValue is granted on it (and kms:Decrypt through Secrets Manager for
+   * a customer key), and the function gets its ARN as DATABASE_SECRET_ARN, which `databaseSourceFromEnv` reads.
+   */
   readonly databaseSecret?: secretsmanager.ISecret;
+  /** The database's name (DATABASE_NAME); default the secret's `dbname`, else `postgres`. */
+  readonly databaseName?: string;
   /** The VPC of the consumer's database, with its subnets and the security groups it admits. */
   readonly vpc?: ec2.IVpc;
   readonly vpcSubnets?: ec2.SubnetSelection;
+  /**
+   * The function's security groups; default one created here (with `vpc`), open outbound. Either way they are
+   * `this.connections`: `consumer.connections.allowToDefaultPort(cluster)`, or the props below.
+   */
   readonly securityGroups?: ec2.ISecurityGroup[];
+  /** The consumer's database (a cluster, an instance, a proxy, `new ec2.Connections(...)`): its port is opened to the function. */
+  readonly database?: ec2.IConnectable;
+  /** Interface endpoints the function reaches AWS through (Secrets Manager, ...): each is opened to it on 443. */
+  readonly vpcEndpoints?: ec2.IConnectable[];
   /** ApproximateAgeOfOldestMessage above this alarms: the consumer is behind or stuck. Default 900 s. */
   readonly oldestMessageAgeSeconds?: number;
   /** ALARM and OK notifications go here. */
@@ -104,8 +122,10 @@ export interface OutboxConsumerProps {
   readonly removalPolicy?: RemovalPolicy;
 }
 
-export class OutboxConsumer extends Construct {
+export class OutboxConsumer extends Construct implements ec2.IConnectable {
   readonly function: nodejs.NodejsFunction;
+  /** The function's security groups (none outside a VPC): open the database or endpoints to it with these. */
+  readonly connections: ec2.Connections;
   readonly eventSource: eventSources.SqsEventSource;
   readonly alarms: Record<string, cloudwatch.Alarm>;
   /** The queue read: the one passed in, or the one created. */
@@ -122,7 +142,25 @@ export class OutboxConsumer extends Construct {
     checkRange("maxConcurrency", maxConcurrency, 2, 1000, "the event source's scaling limit");
     checkRange("maxReceiveCount", props.maxReceiveCount ?? 5, 1, 1000, "SQS's redrive policy limit");
     const metricsNamespace = props.metricsNamespace ?? "OutboxConsumer";
-    const serviceName = props.serviceName ?? id;
+    const serviceName = props.serviceName ?? defaultServicePrefix(this);
+    if (props.vpc === undefined && (props.database !== undefined || props.vpcEndpoints !== undefined)) {
+      throw new Error(
+        "OutboxConsumer: database and vpcEndpoints need vpc: the function reaches them from inside it",
+      );
+    }
+    const securityGroups =
+      props.vpc === undefined
+        ? []
+        : props.securityGroups !== undefined && props.securityGroups.length > 0
+          ? props.securityGroups
+          : [
+              new ec2.SecurityGroup(this, "SecurityGroup", {
+                vpc: props.vpc,
+                description: "Outbox consumer Lambda",
+                allowAllOutbound: true,
+              }),
+            ];
+    this.connections = new ec2.Connections({ securityGroups });
 
     if (props.queue === undefined) {
       const deadLetterQueue = new sqs.Queue(this, "DeadLetterQueue", {
@@ -211,12 +249,17 @@ export class OutboxConsumer extends Construct {
       environment: {
         [METRICS_SETTINGS.namespace.env]: metricsNamespace,
         [METRICS_SETTINGS.serviceName.env]: serviceName,
+        // What databaseSourceFromEnv reads: the secret's ARN (never its value) and the database's name.
+        ...(props.databaseSecret === undefined
+          ? {}
+          : { [DATABASE_SETTINGS.secretArn.env]: props.databaseSecret.secretArn }),
+        ...environmentOf("OutboxConsumer", [["databaseName", DATABASE_SETTINGS.name, props.databaseName]]),
         ...props.environment,
         NODE_OPTIONS: nodeOptions,
       },
       ...(props.vpc === undefined ? {} : { vpc: props.vpc }),
       ...(props.vpcSubnets === undefined ? {} : { vpcSubnets: props.vpcSubnets }),
-      ...(props.securityGroups === undefined ? {} : { securityGroups: props.securityGroups }),
+      ...(securityGroups.length === 0 ? {} : { securityGroups }),
       bundling: {
         forceDockerBundling: false,
         format: nodejs.OutputFormat.ESM,
@@ -231,6 +274,11 @@ export class OutboxConsumer extends Construct {
           "const require = __outboxCreateRequire(import.meta.url);",
       },
     });
+
+    props.database?.connections.allowDefaultPortFrom(this, "Outbox consumer to its database");
+    for (const endpoint of props.vpcEndpoints ?? []) {
+      endpoint.connections.allowDefaultPortFrom(this, "Outbox consumer to the AWS API endpoint");
+    }
 
     // ReportBatchItemFailures: without it one failed record makes Lambda redeliver the whole batch, and the
     // handler's per-group skipping would be for nothing. The grant (ReceiveMessage, DeleteMessage,

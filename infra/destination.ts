@@ -184,7 +184,9 @@ function viaSqs(key: kms.IKey, queue: sqs.IQueue): iam.PolicyStatement {
   return new iam.PolicyStatement({
     actions: ["kms:GenerateDataKey", "kms:Decrypt"],
     resources: [key.keyArn],
-    conditions: { StringEquals: { "kms:ViaService": `sqs.${Stack.of(queue).region}.amazonaws.com` } },
+    conditions: {
+      StringEquals: { "kms:ViaService": `sqs.${Stack.of(queue).region}.${Stack.of(queue).urlSuffix}` },
+    },
   });
 }
 

@@ -6,7 +6,7 @@ import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as subscriptions from "aws-cdk-lib/aws-sns-subscriptions";
 import type { Construct, Node } from "constructs";
 import { secretRotationFunctionName } from "./alarms.ts";
-import { clusterIdentifierFor, stackCreationSuffix } from "./naming.ts";
+import { stackCreationSuffix } from "./naming.ts";
 import { denyUnlistedEgress } from "./network.ts";
 import { type OutboxDatabaseProps, OutboxRelay } from "./outboxRelay.ts";
 
@@ -28,8 +28,25 @@ export interface OutboxExampleStackProps extends StackProps {
   existingDatabase?: ExistingDatabase;
   /** Subscribe this address to the alarm topic. */
   alarmEmail?: string;
-  /** Protect the created cluster from deletion (default true; pass false for a throw-away stack). */
+  /**
+   * Keep the created cluster and its secret when CloudFormation would delete them (stack deletion, removal or
+   * replacement), except when the stack operation that created them fails and rolls back (DeletionPolicy
+   * RetainExceptOnCreate). Default true; false deletes them with the stack, without a final snapshot: for
+   * throw-away stacks.
+   */
   deletionProtection?: boolean;
+  /**
+   * RDS's own deletion protection on the created cluster (default false). Not on at the first deploy: a create
+   * that fails after the cluster exists must roll back, and CloudFormation cannot delete a protected cluster
+   * (ROLLBACK_FAILED, manual cleanup). Turn it on with a later deploy, once the stack exists (docs/deploy.md).
+   */
+  clusterDeletionProtection?: boolean;
+  /**
+   * Rotate the created cluster's secret monthly (default true), with AWS's single-user rotation function from
+   * the Serverless Application Repository: `cdk deploy` passes the CAPABILITY_AUTO_EXPAND it needs, other tools
+   * must; where that application is not available (docs/deploy.md), pass false and rotate otherwise.
+   */
+  secretRotation?: boolean;
   /** Run the migrations at deploy time (default true). */
   migrations?: boolean;
   /**
@@ -82,6 +99,10 @@ export function examplePropsFromContext(node: Node): OutboxExampleStackProps {
   if (alarmEmail !== undefined) props.alarmEmail = alarmEmail;
   const deletionProtection = flag("deletionProtection");
   if (deletionProtection !== undefined) props.deletionProtection = deletionProtection;
+  const clusterDeletionProtection = flag("clusterDeletionProtection");
+  if (clusterDeletionProtection !== undefined) props.clusterDeletionProtection = clusterDeletionProtection;
+  const secretRotation = flag("secretRotation");
+  if (secretRotation !== undefined) props.secretRotation = secretRotation;
   const migrations = flag("migrations");
   if (migrations !== undefined) props.migrations = migrations;
   const reserveConcurrency = flag("reserveConcurrency");
@@ -101,7 +122,7 @@ export class OutboxExampleStack extends Stack {
     super(scope, id, props);
     let database: OutboxDatabaseProps;
     if (props.existingDatabase === undefined) {
-      const created = this.#createDatabase(props.deletionProtection ?? true);
+      const created = this.#createDatabase(props);
       this.cluster = created.cluster;
       database = created.database;
     } else {
@@ -143,7 +164,7 @@ export class OutboxExampleStack extends Stack {
     }
   }
 
-  #createDatabase(deletionProtection: boolean): {
+  #createDatabase(props: OutboxExampleStackProps): {
     cluster: rds.DatabaseCluster;
     database: OutboxDatabaseProps;
   } {
@@ -177,22 +198,19 @@ export class OutboxExampleStack extends Stack {
       open: false,
     });
 
-    // RDS creates /aws/rds/cluster/<id>/postgresql when it first exports logs, with no retention. Creating the
-    // group first (hence a fixed identifier, cut to RDS's 63 characters for long stack names) sets retention
-    // without CDK's log-retention Lambda. A fixed name cannot be retained: a group left behind by `cdk destroy`
-    // makes the next create of this stack fail with "already exists" (CloudFormation's DeletionPolicy Retain
-    // keeps the resource, and log group names are unique per account and region). So the group goes with the
-    // stack; export what you need from it before destroying (one month of retention either way).
-    const clusterIdentifier = clusterIdentifierFor(this.stackName);
-    const postgresLogs = new logs.LogGroup(this, "DatabaseLogs", {
-      logGroupName: `/aws/rds/cluster/${clusterIdentifier}/postgresql`,
-      retention: logs.RetentionDays.ONE_MONTH,
-      removalPolicy: RemovalPolicy.DESTROY,
-    });
+    const deletionProtection = props.deletionProtection ?? true;
+    // Retained when CloudFormation deletes or replaces them, deleted when their own create rolls back
+    // (RetainExceptOnCreate): a failed first deploy cleans up after itself. RDS's DeletionProtection would block
+    // that rollback (ROLLBACK_FAILED, manual cleanup), so it is off unless asked for, on a later deploy.
+    const removalPolicy = deletionProtection
+      ? RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE
+      : RemovalPolicy.DESTROY;
     const cluster = new rds.DatabaseCluster(this, "Database", {
-      clusterIdentifier,
-      // Pinned: engine upgrades are a decision, not a side effect of a CDK upgrade.
-      engine: rds.DatabaseClusterEngine.auroraPostgres({ version: rds.AuroraPostgresEngineVersion.VER_17_5 }),
+      // No clusterIdentifier: CloudFormation names the cluster, so an update that replaces it (a new subnet group,
+      // encryption, a snapshot to restore) is not blocked by a fixed name the new cluster would need too.
+      // Pinned: engine upgrades are a decision, not a side effect of a CDK upgrade. The latest 17 minor this
+      // aws-cdk-lib (2.276) knows; RDS stops offering old minors, so move this on with the CDK (docs/deploy.md).
+      engine: rds.DatabaseClusterEngine.auroraPostgres({ version: rds.AuroraPostgresEngineVersion.VER_17_9 }),
       writer: rds.ClusterInstance.serverlessV2("Writer"),
       // 0.5 ACU floor: the relay polls every minute, so the cluster would never auto-pause anyway.
       serverlessV2MinCapacity: 0.5,
@@ -202,33 +220,85 @@ export class OutboxExampleStack extends Stack {
       credentials: rds.Credentials.fromGeneratedSecret("outbox_admin"),
       defaultDatabaseName: "app",
       storageEncrypted: true,
-      deletionProtection,
-      removalPolicy: deletionProtection ? RemovalPolicy.SNAPSHOT : RemovalPolicy.DESTROY,
+      deletionProtection: props.clusterDeletionProtection ?? false,
+      removalPolicy,
       backup: { retention: Duration.days(7) },
       cloudwatchLogsExports: ["postgresql"],
+      // RDS creates /aws/rds/cluster/<generated id>/postgresql when it first exports, without retention; CDK's
+      // log-retention function sets it (the group's name is known only once the cluster exists).
+      cloudwatchLogsRetention: logs.RetentionDays.ONE_MONTH,
     });
-    cluster.node.addDependency(postgresLogs);
-    // Monthly rotation; the Lambdas re-read the secret after an authentication failure and once its 15-minute TTL
-    // has passed (a new host or user too), so they follow it. The rotation Lambda gets a security group of its own
-    // with listed egress: HTTPS to the Secrets Manager endpoint (which, being closed, must let this group in, or
-    // every rotation times out) and the database's port.
-    const rotationGroup = new ec2.SecurityGroup(this, "RotationSecurityGroup", {
-      vpc,
-      description: "Secrets Manager rotation Lambda of the outbox database secret",
-      allowAllOutbound: false,
-    });
-    denyUnlistedEgress(rotationGroup);
-    const rotation = cluster.addRotationSingleUser({
-      automaticallyAfter: Duration.days(30),
-      endpoint: secretsEndpoint,
-      vpcSubnets: subnets,
-      securityGroup: rotationGroup,
-    });
-    secretsEndpoint.connections.allowDefaultPortFrom(
-      rotationGroup,
-      "Secret rotation Lambda to Secrets Manager",
-    );
+    // The secret goes or stays with the cluster: a retained cluster whose password was deleted is locked.
+    (cluster.node.findChild("Secret") as secretsmanager.Secret).applyRemovalPolicy(removalPolicy);
 
+    let rotationFunctionName: string | undefined;
+    if (props.secretRotation ?? true) {
+      // Monthly rotation; the Lambdas re-read the secret after an authentication failure (retrying through the
+      // rotation's window) and once its 15-minute TTL has passed (a new host or user too), so they follow it. The
+      // first rotation runs right after the migrations (migrations.ts says why not before). The rotation Lambda
+      // gets a security group of its own with listed egress: HTTPS to the Secrets Manager endpoint (which, being
+      // closed, must let this group in, or every rotation times out) and the database's port.
+      const rotationGroup = new ec2.SecurityGroup(this, "RotationSecurityGroup", {
+        vpc,
+        description: "Secrets Manager rotation Lambda of the outbox database secret",
+        allowAllOutbound: false,
+      });
+      denyUnlistedEgress(rotationGroup);
+      const rotation = cluster.addRotationSingleUser({
+        automaticallyAfter: Duration.days(30),
+        endpoint: secretsEndpoint,
+        vpcSubnets: subnets,
+        securityGroup: rotationGroup,
+      });
+      secretsEndpoint.connections.allowDefaultPortFrom(
+        rotationGroup,
+        "Secret rotation Lambda to Secrets Manager",
+      );
+      rotationFunctionName = secretRotationFunctionName(rotation);
+      // The application's function logs to /aws/lambda/<its name>, a group Lambda creates without retention.
+      new logs.LogRetention(this, "RotationLogRetention", {
+        logGroupName: `/aws/lambda/${rotationFunctionName}`,
+        retention: logs.RetentionDays.ONE_MONTH,
+      });
+    }
+
+    if (!(props.clusterDeletionProtection ?? false)) {
+      Validations.of(cluster).acknowledge({
+        id: "AwsSolutions-RDS10",
+        reason:
+          "RDS deletion protection would make a failed first deploy unable to roll back (CloudFormation cannot " +
+          "delete the cluster it created: ROLLBACK_FAILED). DeletionPolicy RetainExceptOnCreate keeps the cluster " +
+          "on stack deletion or replacement instead; clusterDeletionProtection turns RDS's on in a later deploy.",
+      });
+    }
+    if (rotationFunctionName === undefined) {
+      Validations.of(cluster).acknowledge({
+        id: "AwsSolutions-SMG4",
+        reason:
+          "Rotation turned off on purpose (secretRotation=false): a region without the rotation application, or a " +
+          "deploy tool that cannot grant CAPABILITY_AUTO_EXPAND; docs/deploy.md says how to rotate otherwise.",
+      });
+    }
+    // CDK's log-retention function (a singleton of the stack), which sets the retention of the groups RDS and the
+    // rotation application's Lambda create: AWS's basic execution role, and logs:PutRetentionPolicy on "*".
+    for (const child of this.node.children) {
+      if (!child.node.id.startsWith("LogRetention") || child.node.tryFindChild("ServiceRole") === undefined)
+        continue;
+      Validations.of(child).acknowledge(
+        {
+          id: "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+          reason:
+            "CDK's log-retention function writes its own logs with AWS's basic execution role; it runs for " +
+            "seconds at deploy time and touches nothing but log groups' retention.",
+        },
+        {
+          id: "AwsSolutions-IAM5[Resource::*]",
+          reason:
+            "CDK's log-retention function sets retention on log groups whose names exist only once RDS and the " +
+            "rotation Lambda create them (logs:PutRetentionPolicy/DeleteRetentionPolicy on *, CDK's own policy).",
+        },
+      );
+    }
     Validations.of(cluster).acknowledge({
       id: "AwsSolutions-RDS6",
       reason:
@@ -250,7 +320,7 @@ export class OutboxExampleStack extends Stack {
         // Migrations wait for the cluster, its writer and the secret attachment, and run again on a new cluster.
         readiness: [cluster],
         identity: cluster.clusterResourceIdentifier,
-        rotationFunctionName: secretRotationFunctionName(rotation),
+        ...(rotationFunctionName === undefined ? {} : { rotationFunctionName }),
       },
     };
   }

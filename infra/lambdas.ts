@@ -100,7 +100,11 @@ export function grantSecretRead(scope: Construct, role: iam.Role, secret: secret
     }),
   );
   secret.encryptionKey?.grantDecrypt(
-    new kms.ViaServicePrincipal(`secretsmanager.${Stack.of(scope).region}.amazonaws.com`, role),
+    // The partition's URL suffix (amazonaws.com.cn in China), as AWS builds the service's endpoint name.
+    new kms.ViaServicePrincipal(
+      `secretsmanager.${Stack.of(scope).region}.${Stack.of(scope).urlSuffix}`,
+      role,
+    ),
   );
 }
 

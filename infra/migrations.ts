@@ -1,11 +1,12 @@
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { CustomResource, Duration, Stack, Validations } from "aws-cdk-lib";
+import { CfnResource, CustomResource, Duration, Stack, Validations } from "aws-cdk-lib";
 import * as iam from "aws-cdk-lib/aws-iam";
 import type * as lambda from "aws-cdk-lib/aws-lambda";
+import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as cr from "aws-cdk-lib/custom-resources";
-import type { Construct, IDependable } from "constructs";
+import { type Construct, Dependable, type IConstruct, type IDependable } from "constructs";
 import { DEFAULT_MIGRATIONS_DIR } from "./lambdaCode.ts";
 import { type FunctionPlacement, logGroup, logsPolicy } from "./lambdas.ts";
 
@@ -30,6 +31,12 @@ export interface MigrationsResourceProps {
   schema: string;
   table: string;
   readiness: IDependable[];
+  /**
+   * The security groups whose rules the migrate Lambda's path to the database and to Secrets Manager needs (its
+   * own, the database's, the endpoints'): the resource waits for every rule under them, so the first connection
+   * is not tried before its ingress or egress rule exists.
+   */
+  network: IConstruct[];
   placement: FunctionPlacement;
 }
 
@@ -69,7 +76,11 @@ export function migrationsResource(scope: Construct, props: MigrationsResourcePr
       Table: props.table,
     },
   });
-  for (const dependency of props.readiness) resource.node.addDependency(dependency);
+  dependOnReadiness(resource, props.readiness);
+  for (const group of props.network) {
+    // A group of another stack: its rules live there, and a dependency on them could close a cycle between stacks.
+    if (Stack.of(group) === Stack.of(resource)) resource.node.addDependency(group);
+  }
   // cdk-nag v3 acknowledges exact findings; the IAM5 finding names the function's logical id.
   const migrateLogicalId = Stack.of(scope).getLogicalId(
     props.migrateFunction.node.defaultChild as lambda.CfnFunction,
@@ -81,6 +92,34 @@ export function migrationsResource(scope: Construct, props: MigrationsResourcePr
       "(<arn>:*); the wildcard covers only qualifiers of that one function.",
   });
   return resource;
+}
+
+/**
+ * The migrations wait for what `readiness` holds (the cluster, its writer, its secret's attachment), except a
+ * secret rotation schedule in it: creating one rotates the secret at once (RotateSecret's `RotateImmediately`
+ * defaults to true, https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_RotateSecret.html; CDK's
+ * `rotateImmediatelyOnUpdate` defaults to true too), and between the rotation's setSecret and finishSecret the
+ * database refuses the password the secret still holds. So the schedule waits for the migrations instead: the
+ * first deploy migrates with the generated password, then rotates. The immediate rotation is kept (rather than
+ * `rotateImmediatelyOnUpdate: false`): the generated password does not live a month, and a rotation that cannot
+ * work (network, permissions) shows up during the deploy that set it up, not 30 days later. The Lambdas ride out
+ * any later rotation's window (connection.ts, AUTH_RETRY_MS).
+ */
+function dependOnReadiness(resource: CustomResource, readiness: IDependable[]): void {
+  const schedules: CfnResource[] = [];
+  for (const dependable of readiness) {
+    for (const root of Dependable.of(dependable).dependencyRoots) {
+      for (const child of root.node.findAll()) {
+        if (!(child instanceof CfnResource)) continue;
+        if (child instanceof secretsmanager.CfnRotationSchedule && Stack.of(child) === Stack.of(resource)) {
+          schedules.push(child);
+        } else {
+          resource.node.addDependency(child);
+        }
+      }
+    }
+  }
+  for (const schedule of schedules) schedule.node.addDependency(resource);
 }
 
 /**

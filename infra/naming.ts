@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { Aws, Fn, Stack, Token } from "aws-cdk-lib";
 import type { IConstruct } from "constructs";
 
@@ -51,29 +50,4 @@ export function claimMetricsIdentity(scope: IConstruct, namespace: string, servi
  */
 export function stackCreationSuffix(): string {
   return Fn.select(0, Fn.split("-", Fn.select(2, Fn.split("/", Aws.STACK_ID))));
-}
-
-/** RDS's limit on a DB cluster identifier. */
-export const RDS_IDENTIFIER_MAX = 63;
-
-/**
- * A DB cluster identifier from a stack name: `<stack>-outbox`, lowercased, as before when it fits RDS's 63
- * characters (1-63 letters, digits, hyphens; a letter first; no two hyphens in a row; none last). A longer name
- * is cut and given 8 hex characters of its hash, so two long names that share a prefix stay apart. CloudFormation
- * does not check this at synth: an identifier of 64 characters fails the deploy.
- */
-export function clusterIdentifierFor(stackName: string, suffix = "outbox"): string {
-  const clean = (value: string) =>
-    value
-      .toLowerCase()
-      .replace(/[^a-z0-9-]/g, "-")
-      .replace(/-{2,}/g, "-")
-      .replace(/^[^a-z]+/, "")
-      .replace(/-+$/, "");
-  // Unchanged when it fits: a new identifier would replace the cluster of a deployed stack.
-  const asBefore = `${stackName}-${suffix}`.toLowerCase();
-  if (asBefore.length <= RDS_IDENTIFIER_MAX) return asBefore;
-  const hash = createHash("sha256").update(stackName).digest("hex").slice(0, 8);
-  const head = clean(clean(asBefore).slice(0, RDS_IDENTIFIER_MAX - hash.length - 1));
-  return `${head}-${hash}`;
 }

@@ -343,9 +343,10 @@ export class OutboxRelay extends Construct {
       }
     }
 
+    const vpcEndpoints = withBusEndpoint(this, db, destination.kind === "eventbridge");
     this.securityGroups = functionSecurityGroups(this, {
       ...db,
-      vpcEndpoints: withBusEndpoint(this, db, destination.kind === "eventbridge"),
+      vpcEndpoints,
       connections: database.connections,
     });
     const placement: FunctionPlacement = {
@@ -389,6 +390,12 @@ export class OutboxRelay extends Construct {
         schema: props.outboxSchema ?? "",
         table: props.outboxTable ?? "",
         readiness: database.readiness,
+        // Every group a rule of the migrate Lambda's paths hangs under: ours, the database's, the endpoints'.
+        network: [
+          ...this.securityGroups,
+          ...(database.connections?.connections.securityGroups ?? []),
+          ...(vpcEndpoints ?? []).flatMap((endpoint) => endpoint.connections.securityGroups),
+        ],
         placement,
       });
     }
@@ -577,7 +584,7 @@ export class OutboxRelay extends Construct {
 
     // --- Alarms, dashboard ---------------------------------------------------------------------------------------
     const alarmProps = props.alarms ?? {};
-    this.alarmTopic = alarmTopic(this, alarmProps, removalPolicy);
+    this.alarmTopic = alarmTopic(this, alarmProps);
     const subjects = {
       relayFunction: this.relayFunction,
       purgeFunction: this.purgeFunction,

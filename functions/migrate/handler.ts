@@ -14,6 +14,12 @@ const logger = new Logger({ serviceName: serviceNameFromEnv(process.env, "outbox
 
 /** The custom resource's `onEvent`: Create and Update migrate; Delete drops nothing (migrationsResource.ts). */
 export const handler = middy(
-  (event: CloudFormationCustomResourceEvent, _context: Context): Promise<MigrationResponse> =>
-    migrationsCustomResource(event, { source, location, logger }),
+  (event: CloudFormationCustomResourceEvent, context: Context): Promise<MigrationResponse> =>
+    migrationsCustomResource(event, {
+      source,
+      location,
+      logger,
+      // Authentication retries (a rotation's window) end 10 s before the Lambda would be cut off.
+      deadline: Date.now() + context.getRemainingTimeInMillis() - 10_000,
+    }),
 ).use(injectLambdaContext(logger));

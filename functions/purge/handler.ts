@@ -14,7 +14,11 @@ import { purgeConfigFromEnv } from "#shared/purge/settings.ts";
 const config = purgeConfigFromEnv(process.env);
 const logger = new Logger({ serviceName: serviceNameFromEnv(process.env, "outbox-purge") });
 const metrics = createMetrics(process.env, "outbox-purge");
+// The current invocation's deadline: a checkout retrying authentication failures (a rotation's window) stops
+// before it.
+let currentDeadline: number | undefined;
 const pool = await createDatabasePool(config.database, {
+  deadline: () => currentDeadline,
   max: 1,
   applicationName: "outbox-purge",
   queryTimeoutMs: queryTimeoutFor(config.purge.statementTimeoutMs),
@@ -33,6 +37,7 @@ export async function purge(
   context: Context,
 ): Promise<PurgeSummary | { snapshotOnly: true }> {
   const deadline = Date.now() + context.getRemainingTimeInMillis() - config.budgetMarginMs;
+  currentDeadline = deadline;
   const snapshotOnly = "snapshotOnly" in event && event.snapshotOnly === true;
   return purgeInvocation({ pool, metrics, logger, deadline }, config, snapshotOnly);
 }

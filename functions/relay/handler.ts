@@ -19,7 +19,11 @@ const logger = new Logger({ serviceName: serviceNameFromEnv(process.env, "outbox
 const metrics = createMetrics(process.env, "outbox-relay");
 const metricsOptions = relayMetricsOptionsFromEnv(process.env);
 const { destination } = createDestination(config.destination, invocation.destinationClientOptions(config));
+// The current invocation's deadline: a checkout retrying authentication failures (a rotation's window) stops
+// before it.
+let currentDeadline: number | undefined;
 const pool = await createDatabasePool(config.database, {
+  deadline: () => currentDeadline,
   max: invocation.relaySessions(config),
   applicationName: "outbox-relay",
   // Claim, record, COMMIT and ROLLBACK each fail within this even if the network path died silently.
@@ -27,9 +31,7 @@ const pool = await createDatabasePool(config.database, {
   onError: (error) =>
     logger.warn("idle database connection failed; it will be replaced", { error: error.message }),
 });
-// Checked on the first invocation, not at init (Lambda's 10 s init limit); a check that throws is made again by
-// the next invocation, so a fixed destination is picked up.
-let destinationChecked = false;
+const checkDestinationOnce = invocation.destinationCheckOnce(destination, logger);
 
 /**
  * Invoked by the EventBridge schedule; relays until the time budget ends (dwell) or nothing is left (drain). The
@@ -42,10 +44,8 @@ export async function relay(
   const { noProgress, ...summary } = await new RelayMetrics(metrics, metricsOptions).observe(
     async (observer) => {
       const deadline = invocation.invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
-      if (!destinationChecked) {
-        await invocation.checkDestination(destination, logger, invocation.checkTimeoutMs(deadline));
-        destinationChecked = true;
-      }
+      currentDeadline = deadline;
+      await checkDestinationOnce(deadline);
       return invocation.relayInvocation({ pool, destination, deadline, logger, ...observer }, config);
     },
   );

@@ -358,19 +358,11 @@ describe("smaller deploy-time findings", () => {
     busStack(() => ({})).resourceCountIs("AWS::EC2::VPCEndpoint", 0);
   });
 
-  it("keeps the example's cluster identifier within RDS's 63 characters for a long stack name", () => {
-    const longName = `Orders${"x".repeat(60)}`;
-    const { template } = exampleApp({}, longName);
-    const [, cluster] = only(template, "AWS::RDS::DBCluster", "Database");
-    const identifier = cluster.Properties?.DBClusterIdentifier as string;
-    expect(identifier.length).toBeLessThanOrEqual(63);
-    expect(identifier).toMatch(/^[a-z][a-z0-9-]*[a-z0-9]$/);
-    expect(identifier).not.toMatch(/--/);
-    const [, logs] = only(template, "AWS::Logs::LogGroup", "DatabaseLogs");
-    expect(logs.Properties?.LogGroupName).toBe(`/aws/rds/cluster/${identifier}/postgresql`);
-    // Short names keep the identifier they had.
-    const short = only(exampleApp().template, "AWS::RDS::DBCluster", "Database")[1];
-    expect(short.Properties?.DBClusterIdentifier).toBe("example-outbox");
+  it("leaves the example's cluster identifier to CloudFormation, so an update may replace the cluster (issue 29)", () => {
+    for (const name of ["Example", `Orders${"x".repeat(60)}`]) {
+      const [, cluster] = only(exampleApp({}, name).template, "AWS::RDS::DBCluster", "Database");
+      expect(cluster.Properties?.DBClusterIdentifier).toBeUndefined();
+    }
   });
 
   it("grants the relay a customer key only through SQS (kms:ViaService)", () => {
@@ -382,7 +374,12 @@ describe("smaller deploy-time findings", () => {
       asArray(statement.Action as string | string[]).includes("kms:GenerateDataKey"),
     );
     expect(grants.map(({ statement }) => statement.Condition)).toEqual([
-      { StringEquals: { "kms:ViaService": "sqs.eu-west-1.amazonaws.com" } },
+      // The partition's URL suffix, not amazonaws.com (issue 29): amazonaws.com.cn in China.
+      {
+        StringEquals: {
+          "kms:ViaService": { "Fn::Join": ["", ["sqs.eu-west-1.", { Ref: "AWS::URLSuffix" }]] },
+        },
+      },
     ]);
   });
 

@@ -14,8 +14,11 @@ const CDK_CONTEXT = JSON.parse(readFileSync(join(PROJECT_ROOT, "cdk.json"), "utf
 >;
 
 /** An app with the project's CDK context; bundling skipped (`aws:cdk:bundling-stacks: []`): template only. */
-export function newApp(context: Record<string, unknown> = {}): App {
-  return new App({ context: { ...CDK_CONTEXT, "aws:cdk:bundling-stacks": [], ...context } });
+export function newApp(context: Record<string, unknown> = {}, outdir?: string): App {
+  return new App({
+    context: { ...CDK_CONTEXT, "aws:cdk:bundling-stacks": [], ...context },
+    ...(outdir === undefined ? {} : { outdir }),
+  });
 }
 
 export type OutboxRelayProps = ConstructorParameters<typeof OutboxRelay>[2];

@@ -2,8 +2,11 @@ import { readFileSync } from "node:fs";
 import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import pg from "pg";
 import { ConfigError } from "../outbox/errors.ts";
+import { awsHttpOptions, endpointFor, explainUnreachable } from "../util/awsClient.ts";
+import { backoffDelayMs } from "../util/backoff.ts";
 import type { Env } from "../util/env.ts";
 import { readChoice, readInteger, readText } from "../util/settings.ts";
+import { sleep } from "../util/sleep.ts";
 import type { Queryable, SessionClient, SessionPool } from "./session.ts";
 import { DATABASE_SETTINGS, LAMBDA_CA_BUNDLE } from "./settings.ts";
 import { isAuthenticationFailure } from "./sqlstate.ts";
@@ -115,9 +118,18 @@ export class SecretCache {
   }
 
   async #fetch(): Promise<RdsSecret> {
-    const { SecretString } = await this.#client.send(
-      new GetSecretValueCommand({ SecretId: this.#secretArn }),
-    );
+    let SecretString: string | undefined;
+    try {
+      ({ SecretString } = await this.#client.send(new GetSecretValueCommand({ SecretId: this.#secretArn })));
+    } catch (error) {
+      // No route to Secrets Manager (no NAT, no endpoint) fails in seconds (secretsManagerClient's bounds) and
+      // says so, instead of hanging the invocation until its timeout.
+      throw explainUnreachable(
+        error,
+        "secretsmanager",
+        endpointFor("secretsmanager", "SECRETS_MANAGER", this.#secretArn.split(":")[3]),
+      );
+    }
     // A secret that holds a connection URL (how many services keep their DATABASE_URL) instead of the RDS JSON.
     if (/^postgres(ql)?:\/\//.test(SecretString ?? ""))
       return rdsSecretFromUrl(SecretString ?? "", this.#secretArn);
@@ -182,6 +194,42 @@ export interface PoolOptions {
   queryTimeoutMs?: number;
   secrets?: SecretsManagerClient;
   onError?: (error: Error) => void;
+  /**
+   * How long a checkout keeps retrying authentication failures (28P01, 28000), re-reading the secret before each
+   * try, with backoff: a rotation's window between setting the new password and making it current. Default
+   * AUTH_RETRY_MS (about a minute).
+   */
+  authRetryMs?: number;
+  /**
+   * The caller's deadline (epoch ms), read at each checkout: the current invocation's end. Authentication retries
+   * stop before it, whatever authRetryMs allows. Undefined or returning undefined: authRetryMs alone.
+   */
+  deadline?: () => number | undefined;
+}
+
+/**
+ * A single-user rotation sets the new password in the database (setSecret) and only then makes it the secret's
+ * current value (finishSecret); a connection in between fails with 28P01. The rotation Lambda's steps take seconds;
+ * a minute of retries rides out a slow one and still fails an invocation long before anyone would wait for it.
+ */
+export const AUTH_RETRY_MS = 60_000;
+/** The first retry's delay and the longest; equal jitter (util/backoff.ts). */
+export const AUTH_RETRY_BASE_MS = 500;
+export const AUTH_RETRY_CAP_MS = 8_000;
+
+/**
+ * Bounds of the Secrets Manager client the pool creates: a connect and a request timeout (the SDK has neither by
+ * default) and two attempts, so an unreachable endpoint fails within ~10 s, inside Lambda's 10 s init phase
+ * budget for the first try and far inside every invocation's timeout.
+ */
+export const SECRETS_REQUEST_TIMEOUT_MS = 3_000;
+
+/** The Secrets Manager client the pools use when given none: bounded (see SECRETS_REQUEST_TIMEOUT_MS). */
+export function secretsManagerClient(): SecretsManagerClient {
+  return new SecretsManagerClient({
+    maxAttempts: 2,
+    requestHandler: awsHttpOptions({ requestTimeoutMs: SECRETS_REQUEST_TIMEOUT_MS, sockets: 4 }),
+  });
 }
 
 /**
@@ -286,6 +334,8 @@ class SecretPool implements DatabasePool {
   readonly #source: DatabaseSource & { kind: "secret" };
   readonly #config: pg.PoolConfig;
   readonly #onError: ((error: Error) => void) | undefined;
+  readonly #authRetryMs: number;
+  readonly #deadline: (() => number | undefined) | undefined;
   readonly #retired: Promise<void>[] = [];
 
   static async open(
@@ -295,12 +345,12 @@ class SecretPool implements DatabasePool {
   ): Promise<SecretPool> {
     const ssl = source.tls === "disable" ? false : verifiedTls(source.caFile, "DATABASE_CA_FILE");
     const secrets = new SecretCache(
-      options.secrets ?? new SecretsManagerClient({}),
+      options.secrets ?? secretsManagerClient(),
       source.secretArn,
       source.ttlMs,
     );
     const secret = await secrets.get();
-    return new SecretPool(source, { ...common, ssl }, secrets, secret, options.onError);
+    return new SecretPool(source, { ...common, ssl }, secrets, secret, options);
   }
 
   private constructor(
@@ -308,12 +358,14 @@ class SecretPool implements DatabasePool {
     config: pg.PoolConfig,
     secrets: SecretCache,
     secret: RdsSecret,
-    onError: ((error: Error) => void) | undefined,
+    options: PoolOptions,
   ) {
     this.#source = source;
     this.#config = config;
     this.#secrets = secrets;
-    this.#onError = onError;
+    this.#onError = options.onError;
+    this.#authRetryMs = options.authRetryMs ?? AUTH_RETRY_MS;
+    this.#deadline = options.deadline;
     this.#target = "";
     this.#pool = this.#poolFor(secret);
   }
@@ -334,14 +386,37 @@ class SecretPool implements DatabasePool {
 
   async connect(): Promise<SessionClient> {
     await this.#recheck();
-    try {
-      return await this.#checkout(this.#pool);
-    } catch (error) {
-      if (!isAuthenticationFailure(error)) throw explainTlsError(error, this.#source);
-      // Rotated since we cached it: fetch the whole secret again and follow it wherever it now points.
-      this.#follow(await this.#secrets.refresh());
-      return this.#checkout(this.#pool);
+    const started = Date.now();
+    const giveUpAt = Math.min(started + this.#authRetryMs, this.#deadline?.() ?? Number.POSITIVE_INFINITY);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#checkout(this.#pool);
+      } catch (error) {
+        if (!isAuthenticationFailure(error)) throw explainTlsError(error, this.#source);
+        // Rotated since we cached it, or a rotation is between setting the new password and making it current:
+        // fetch the whole secret again (and follow it wherever it now points), at once the first time, then with
+        // backoff until the bound.
+        const delay = attempt === 1 ? 0 : backoffDelayMs(attempt - 1, AUTH_RETRY_BASE_MS, AUTH_RETRY_CAP_MS);
+        if (Date.now() + delay >= giveUpAt) throw this.#authenticationError(error, attempt, started);
+        if (delay > 0) await sleep(delay);
+        this.#follow(await this.#secrets.refresh());
+      }
     }
+  }
+
+  #authenticationError(error: unknown, attempts: number, started: number): Error {
+    let target: { user?: string; host?: string; port?: number; database?: string } = {};
+    try {
+      target = JSON.parse(this.#target);
+    } catch {}
+    return new Error(
+      `the database refused the password of ${target.user}@${target.host}:${target.port}/${target.database} ` +
+        `${attempts} times in ${Math.round((Date.now() - started) / 1000)} s, re-reading secret ` +
+        `${this.#source.secretArn} before each try (${(error as Error).message}): the secret's AWSCURRENT ` +
+        "password is not the database's. A rotation that set the new password but did not finish (see the " +
+        "rotation Lambda's log and the secret's AWSPENDING version), or a password changed outside the secret",
+      { cause: error },
+    );
   }
 
   /** A session tagged with the target of the pool it came from (a re-target may happen while it connects). */

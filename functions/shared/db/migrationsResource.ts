@@ -23,9 +23,17 @@ export interface MigrationResponse {
  */
 export async function migrationsCustomResource(
   event: CloudFormationCustomResourceEvent,
-  deps: { source: DatabaseSource; location: OutboxLocation; logger: Logger },
+  deps: {
+    source: DatabaseSource;
+    location: OutboxLocation;
+    logger: Logger;
+    /** Epoch ms: authentication retries (a rotation in progress) stop before it. */
+    deadline?: number;
+    /** Default AUTH_RETRY_MS (connection.ts). */
+    authRetryMs?: number;
+  },
 ): Promise<MigrationResponse> {
-  const { source, location, logger } = deps;
+  const { source, location, logger, deadline } = deps;
   // One id per outbox location: if schema or table change, CloudFormation sees a new resource, migrates the new
   // location, and sends Delete for the old id, which (see above) leaves the old table alone.
   const physicalResourceId = `outbox-migrations:${location.schema ?? DEFAULT_SCHEMA}.${location.table ?? DEFAULT_TABLE}`;
@@ -39,7 +47,13 @@ export async function migrationsCustomResource(
   // A pool per invocation, closed at the end: this runs once per deployment, so a connection kept open in a
   // frozen container would only hold a database slot for nothing. Two connections: a `create index concurrently`
   // file runs on one while the other holds the runners' lock (migrate.ts).
-  const pool = await createDatabasePool(source, { max: 2, applicationName: "outbox-migrate" });
+  // A rotation's window (new password set, not yet current) is retried for about a minute (connection.ts).
+  const pool = await createDatabasePool(source, {
+    max: 2,
+    applicationName: "outbox-migrate",
+    ...(deadline === undefined ? {} : { deadline: () => deadline }),
+    ...(deps.authRetryMs === undefined ? {} : { authRetryMs: deps.authRetryMs }),
+  });
   try {
     const result = await migrate(pool, location);
     logger.info("migrations done", { ...result, physicalResourceId });

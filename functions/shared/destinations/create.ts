@@ -1,9 +1,8 @@
-import http from "node:http";
-import https from "node:https";
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { SQSClient } from "@aws-sdk/client-sqs";
+import { awsHttpOptions } from "../util/awsClient.ts";
 import type { Destination } from "./destination.ts";
-import { eventBridgeDestination } from "./eventBridge/eventBridge.ts";
+import { eventBridgeDestination, eventBridgeMaxRequestBytes } from "./eventBridge/eventBridge.ts";
 import type { DestinationSetting } from "./setting.ts";
 import { sqsFifoDestination } from "./sqs/sqsFifo.ts";
 
@@ -40,19 +39,23 @@ export function createDestination(
 ): CreatedDestination {
   const common = {
     maxAttempts: 3,
-    requestHandler: {
-      connectionTimeout: 3_000,
-      requestTimeout: options.requestTimeoutMs,
-      httpsAgent: new https.Agent({ keepAlive: true, maxSockets: options.sockets }),
-      httpAgent: new http.Agent({ keepAlive: true, maxSockets: options.sockets }),
-    },
+    // A connect timeout, and a request timeout that throws (not only warns) and also bounds a silent socket.
+    requestHandler: awsHttpOptions({ requestTimeoutMs: options.requestTimeoutMs, sockets: options.sockets }),
     ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
     ...(options.region === undefined ? {} : { region: options.region }),
     ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
   };
   if (setting.kind === "eventbridge") {
     const client = new EventBridgeClient(common);
-    return { destination: eventBridgeDestination(client, setting), destroy: () => client.destroy() };
+    // 1 MB per request in the `aws` partition, 256 KB where the partition's documentation still says so.
+    const maxRequestBytes = eventBridgeMaxRequestBytes(
+      setting.eventBusName,
+      options.region ?? process.env.AWS_REGION,
+    );
+    return {
+      destination: eventBridgeDestination(client, { ...setting, maxRequestBytes }),
+      destroy: () => client.destroy(),
+    };
   }
   const client = new SQSClient({ ...common, md5: false });
   return {

@@ -179,6 +179,23 @@ export function destinationClientOptions(config: RelayConfig): { sockets: number
   };
 }
 
+/**
+ * The Lambda's form of checkDestination: once per container, on the first invocation (a check at init would count
+ * against Lambda's 10 s init limit); a check that throws is made again by the next invocation, so a fixed
+ * destination is picked up.
+ */
+export function destinationCheckOnce(
+  destination: Destination,
+  logger: Logger,
+): (deadline: number) => Promise<void> {
+  let checked = false;
+  return async (deadline) => {
+    if (checked) return;
+    await checkDestination(destination, logger, checkTimeoutMs(deadline));
+    checked = true;
+  };
+}
+
 /** The destination check's own bound: within the invocation's budget, so an unreachable endpoint fails first. */
 export function checkTimeoutMs(deadline: number, now = Date.now()): number {
   return Math.max(1_000, Math.min(15_000, deadline - now));

@@ -29,6 +29,30 @@ import {
  */
 export const EVENTBRIDGE_MAX_BATCH_ENTRIES = 10;
 export const EVENTBRIDGE_MAX_REQUEST_BYTES = 1_048_575;
+/**
+ * The limit before the raise, "less than 256KB", which the partitions the raise has not been announced for
+ * (China, GovCloud, the isolated ones) still document: assumed there until their documentation says otherwise.
+ */
+export const EVENTBRIDGE_MAX_REQUEST_BYTES_256KB = 262_143;
+
+/**
+ * The PutEvents request limit where the bus is: 1 MB in the `aws` partition, 256 KB in the others. The partition
+ * comes from the bus's ARN when it is one, else from the region (cn-*, us-gov-*, us-iso*, eu-isoe-*, ...).
+ */
+export function eventBridgeMaxRequestBytes(eventBusName: string, region: string | undefined): number {
+  const partition = eventBusName.startsWith("arn:")
+    ? eventBusName.split(":")[1]
+    : region === undefined
+      ? "aws"
+      : /^cn-/.test(region)
+        ? "aws-cn"
+        : /^us-gov-/.test(region)
+          ? "aws-us-gov"
+          : /-iso[a-z]*-/.test(region)
+            ? "aws-iso"
+            : "aws";
+  return partition === "aws" ? EVENTBRIDGE_MAX_REQUEST_BYTES : EVENTBRIDGE_MAX_REQUEST_BYTES_256KB;
+}
 export const EVENTBRIDGE_MAX_DETAIL_TYPE_LENGTH = 128;
 export const EVENTBRIDGE_MAX_SOURCE_LENGTH = 256;
 const TIME_BYTES = 14;
@@ -38,6 +62,8 @@ export interface EventBridgeOptions {
   eventBusName: string;
   /** Every event's `source`; rules match on it. Not `aws.`-prefixed (reserved for AWS services). */
   source: string;
+  /** The request limit where the bus is (eventBridgeMaxRequestBytes); default the `aws` partition's 1 MB. */
+  maxRequestBytes?: number;
 }
 
 export const DEFAULT_EVENT_SOURCE = "outbox-relay";
@@ -67,12 +93,13 @@ export function eventBridgeDestination(
   options: EventBridgeOptions,
 ): Destination<PutEventsRequestEntry> {
   checkSource(options.source);
+  const maxRequestBytes = options.maxRequestBytes ?? EVENTBRIDGE_MAX_REQUEST_BYTES;
   return {
     kind: "eventbridge",
     target: options.eventBusName,
     maxBatchEntries: EVENTBRIDGE_MAX_BATCH_ENTRIES,
-    maxBatchBytes: EVENTBRIDGE_MAX_REQUEST_BYTES,
-    maxMessageBytes: EVENTBRIDGE_MAX_REQUEST_BYTES,
+    maxBatchBytes: maxRequestBytes,
+    maxMessageBytes: maxRequestBytes,
     prepare: (row) => prepareEvent(row, options),
     send: (batch, signal) => sendEvents(client, batch, signal),
   };
@@ -124,10 +151,11 @@ function buildEvent(row: LoadedRow, options: EventBridgeOptions): Prepared<PutEv
     Buffer.byteLength(options.source) +
     Buffer.byteLength(row.event_type) +
     Buffer.byteLength(detail);
-  if (size > EVENTBRIDGE_MAX_REQUEST_BYTES) {
+  const limit = options.maxRequestBytes ?? EVENTBRIDGE_MAX_REQUEST_BYTES;
+  if (size > limit) {
     throw new ValidationError(
       "payload",
-      `event is ${size} bytes as EventBridge counts it (source, detail-type, detail with the envelope, time), over the limit of ${EVENTBRIDGE_MAX_REQUEST_BYTES}`,
+      `event is ${size} bytes as EventBridge counts it (source, detail-type, detail with the envelope, time), over the limit of ${limit}`,
     );
   }
   const traceHeader = xrayTraceHeader(headers);
