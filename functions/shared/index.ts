@@ -12,3 +12,15 @@ export {
 export { DEFAULT_MAX_MESSAGE_BYTES, MAX_HEADERS, STANDARD_ATTRIBUTES } from "./outbox/message.ts";
 export { type OutboxLocation, outboxNames } from "./outbox/names.ts";
 export { type EnqueuedEvent, type EnqueueOptions, enqueue, type OutboxEvent } from "./produce/enqueue.ts";
+export type {
+  DrizzleTransactionHandle,
+  KnexTransactionHandle,
+  KyselyTransactionHandle,
+  MikroOrmEntityManagerHandle,
+  PgClientHandle,
+  PostgresJsTransactionHandle,
+  PrismaTransactionHandle,
+  TransactionHandle,
+  TypeOrmEntityManagerHandle,
+  TypeOrmQueryRunnerHandle,
+} from "./produce/transactionHandle.ts";

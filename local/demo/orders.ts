@@ -8,7 +8,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
-import { type Queryable, withTransaction } from "../../functions/shared/db/session.ts";
+import { withTransaction } from "../../functions/shared/db/session.ts";
 import type { OutboxLocation } from "../../functions/shared/outbox/names.ts";
 import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { sleep } from "../../functions/shared/util/sleep.ts";
@@ -86,7 +86,7 @@ export class OrdersService {
     });
   }
 
-  async #enqueue(client: Queryable, eventType: string, event: OrderEvent): Promise<Written> {
+  async #enqueue(client: pg.PoolClient, eventType: string, event: OrderEvent): Promise<Written> {
     const { id } = await enqueue(
       client,
       { aggregateType: "order", aggregateId: event.orderId, eventType, payload: event },

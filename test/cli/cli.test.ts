@@ -2,7 +2,6 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readdir } from "node:fs/promises";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { defaultMigrationsDir } from "../../functions/shared/db/migrate.ts";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import type { Env } from "../../functions/shared/util/env.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { freePort } from "../../local/backends/freePort.ts";
@@ -10,6 +9,7 @@ import { type FakeSqs, startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 import { createEmptyDatabase, useTestDatabase } from "../support/db.ts";
 import { createBusToQueue, eventBridgeClient } from "../support/eventBridge.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "../support/sqs.ts";
 
 const CLI = new URL("../../cli/outbox.ts", import.meta.url).pathname;
@@ -212,7 +212,10 @@ describe("outbox migrate", () => {
 
 describe("outbox status", () => {
   it("reports pending, oldest age, dead letters, blocked aggregates and each event type", async () => {
-    await enqueue(db.pool, [anEvent({ eventType: "order.created" }), anEvent({ eventType: "order.paid" })]);
+    await enqueueCommitted(db.pool, [
+      anEvent({ eventType: "order.created" }),
+      anEvent({ eventType: "order.paid" }),
+    ]);
     await insertDeadLetter({ eventType: "order.created", aggregateId: "dead-1" });
     await db.pool.query(
       "update outbox_events set created_at = now() - interval '90 seconds' where event_type = 'order.paid'",
@@ -243,7 +246,7 @@ describe("outbox dead-letters", () => {
   it("lists dead letters with id, type, aggregate, attempts and last error; filters and limits", async () => {
     const first = await insertDeadLetter({ eventType: "order.created", aggregateId: "order-a", attempts: 7 });
     const second = await insertDeadLetter({ eventType: "order.shipped", aggregateId: "order-b" });
-    await enqueue(db.pool, anEvent());
+    await enqueueCommitted(db.pool, anEvent());
 
     const all = await outbox(["dead-letters"]);
     const byType = await outbox(["dead-letters", "--event-type", "order.shipped", "--json"]);
@@ -411,11 +414,11 @@ describe("outbox relay", () => {
   it("refuses to relay, exit 2, when the order key ran backwards (a restored sequence), and publishes nothing", async () => {
     const queueUrl = await createFifoQueue(sqs, "cli-order-key");
     const env = { OUTBOX_QUEUE_URL: queueUrl, AWS_ENDPOINT_URL: inject("awsEndpoint") };
-    await enqueue(db.pool, [anEvent(), anEvent(), anEvent()]);
+    await enqueueCommitted(db.pool, [anEvent(), anEvent(), anEvent()]);
     expect((await outbox(["relay", "--drain"], env)).code).toBe(0);
     const { rows } = await db.pool.query<{ seq: string }>("select max(seq)::text as seq from outbox_events");
     await db.pool.query("select setval('outbox_events_seq_seq', 1)");
-    const row = await enqueue(db.pool, anEvent({ aggregateId: "order-after-restore" }));
+    const row = await enqueueCommitted(db.pool, anEvent({ aggregateId: "order-after-restore" }));
     try {
       const relay = await outbox(["relay", "--drain"], env);
 
@@ -441,7 +444,7 @@ describe("outbox relay", () => {
 
     it("finishes and records the round in progress, leaves no row locked, and exits 0", async () => {
       const queueUrl = await createFifoQueue(sqsClient(fake.url), "cli-sigterm");
-      const ids = (await enqueue(db.pool, [anEvent(), anEvent(), anEvent()])).map((row) => row.id);
+      const ids = (await enqueueCommitted(db.pool, [anEvent(), anEvent(), anEvent()])).map((row) => row.id);
       let publishing: () => void = () => {};
       const publishInFlight = new Promise<void>((resolve) => {
         publishing = resolve;
@@ -490,7 +493,7 @@ describe("outbox purge", () => {
       `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload, processed_at)
        values ('order', 'recent-1', 'order.created', '{}', now() - interval '1 hour')`,
     );
-    await enqueue(db.pool, anEvent());
+    await enqueueCommitted(db.pool, anEvent());
 
     const run = await outbox(["purge", "--retention-hours", "24", "--json"]);
 
@@ -513,7 +516,7 @@ describe("outbox relay --event-bus", () => {
     const { busName, queueUrl } = await createBusToQueue(events, sqs, "com.example.cli", "cli-bus");
     events.destroy();
     await db.pool.query("delete from outbox_events where processed_at is null");
-    const [event] = await enqueue(db.pool, [anEvent({ aggregateId: "order-on-the-bus" })]);
+    const [event] = await enqueueCommitted(db.pool, [anEvent({ aggregateId: "order-on-the-bus" })]);
 
     const relay = await outbox(
       ["relay", "--drain", "--json", "--event-bus", busName, "--event-source", "com.example.cli"],

@@ -6,7 +6,6 @@ import {
   type InboxRecordHandler,
   InboxUnavailableError,
 } from "../../functions/shared/consumer/index.ts";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { freePort } from "../../local/backends/freePort.ts";
 import { pollOnce } from "../../local/fakes/sqsEventSource.ts";
 import {
@@ -21,6 +20,7 @@ import {
 } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { drain, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, sqsClient } from "../support/sqs.ts";
 
@@ -37,7 +37,7 @@ const writeEffect: InboxRecordHandler = async (event, { client }) => {
 /** Events written through the write API and published by the real relay, so the consumer reads real messages. */
 async function publish(queueUrl: string, events: ReturnType<typeof anEvent>[]) {
   await createConsumerTables(db.pool);
-  const written = await enqueue(db.pool, events);
+  const written = await enqueueCommitted(db.pool, events);
   await drain(db.pool, sqsClient(), testRelayOptions(queueUrl));
   return written.map((row) => row.id);
 }

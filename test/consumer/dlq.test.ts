@@ -2,11 +2,11 @@ import { randomBytes } from "node:crypto";
 import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { describe, expect, it } from "vitest";
 import { createInboxHandler } from "../../functions/shared/consumer/index.ts";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { pollOnce } from "../../local/fakes/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, outboxIdOf, recorder } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { drain, testRelayOptions } from "../support/relay.ts";
 import { receiveAll, sqsClient } from "../support/sqs.ts";
 
@@ -49,7 +49,7 @@ describe("a poison message", () => {
     const { queueUrl, dlqUrl } = await queueWithDeadLetterQueue(sqs);
     await createConsumerTables(db.pool);
     const publish = async (events: ReturnType<typeof anEvent>[]) => {
-      const written = await enqueue(db.pool, events);
+      const written = await enqueueCommitted(db.pool, events);
       await drain(db.pool, sqs, testRelayOptions(queueUrl));
       return written.map((row) => row.id);
     };

@@ -11,7 +11,6 @@ import {
   detailEnvelope,
   eventBridgeDestination,
 } from "../../functions/shared/destinations/eventBridge/eventBridge.ts";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { pollOnce, toSqsEvent } from "../../local/fakes/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, inboxIds, recorder } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";
@@ -23,6 +22,7 @@ import {
   startFakeBus,
 } from "../support/eventBridge.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { drainUntilEmpty, testRelayOptions } from "../support/relay.ts";
 import { sqsClient } from "../support/sqs.ts";
 
@@ -75,7 +75,7 @@ describe("consuming the relay's events from an EventBridge rule's queue (in-proc
   });
 
   const publish = async (events: ReturnType<typeof anEvent>[]) => {
-    const written = await enqueue(db.pool, events);
+    const written = await enqueueCommitted(db.pool, events);
     const destination = eventBridgeDestination(bus.events, { eventBusName: bus.busName, source: SOURCE });
     await drainUntilEmpty(db.pool, destination, testRelayOptions("unused-with-a-bus"));
     return written;
@@ -181,7 +181,7 @@ describe("consuming through a rule on the emulator (moto or LocalStack)", () => 
     await db.pool.query(`drop schema if exists ${CONSUMER_SCHEMA} cascade`);
     await createConsumerTables(db.pool);
     const { busName, queueUrl } = await createBusToQueue(events, sqs, SOURCE, "inbox-emulator");
-    const written = await enqueue(
+    const written = await enqueueCommitted(
       db.pool,
       Array.from({ length: 3 }, (_, i) => anEvent({ aggregateId: `emu-${i}`, payload: { i } })),
     );

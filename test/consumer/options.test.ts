@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { createInboxHandler, type SessionClient } from "../../functions/shared/consumer/index.ts";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { pollOnce } from "../../local/fakes/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, recorder, sendAgain } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { drain, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, sqsClient } from "../support/sqs.ts";
 
@@ -12,7 +12,7 @@ const db = useTestDatabase();
 
 async function publish(queueUrl: string, events: ReturnType<typeof anEvent>[]) {
   await createConsumerTables(db.pool);
-  const written = await enqueue(db.pool, events);
+  const written = await enqueueCommitted(db.pool, events);
   await drain(db.pool, sqsClient(), testRelayOptions(queueUrl));
   return written.map((row) => row.id);
 }

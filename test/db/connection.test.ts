@@ -14,13 +14,13 @@ import {
 } from "../../functions/shared/db/connection.ts";
 import { withTransaction } from "../../functions/shared/db/session.ts";
 import { ConfigError, DatabaseTimeoutError } from "../../functions/shared/outbox/errors.ts";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { runRelay } from "../../functions/shared/relay/engine.ts";
 import { checkMaxDuration } from "../../functions/shared/relay/invocation.ts";
 import { relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { queueDestination, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, sqsClient } from "../support/sqs.ts";
 import { startStallingTcpProxy } from "../support/tcpProxy.ts";
@@ -315,7 +315,7 @@ describe("the relay on a connection that goes silent", () => {
     });
     try {
       await withTransaction(pool, (client) => client.query("select 1")); // a pooled, idle session
-      const ids = (await enqueue(db.pool, [anEvent(), anEvent()])).map((row) => row.id);
+      const ids = (await enqueueCommitted(db.pool, [anEvent(), anEvent()])).map((row) => row.id);
       proxy.stall();
 
       const summary = await runRelay(

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { createBusToQueue, eventBridgeClient } from "../support/eventBridge.ts";
 import { anEvent } from "../support/factories.ts";
 import { lambdaContext, relayLambdaEnv } from "../support/lambda.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { receiveAll, sqsClient } from "../support/sqs.ts";
 
 const db = useTestDatabase();
@@ -37,7 +37,7 @@ describe("relay Lambda handler with OUTBOX_EVENT_BUS_NAME", () => {
   });
 
   it("publishes what is pending to the bus named by its ARN, with the configured source", async () => {
-    const ids = (await enqueue(db.pool, [anEvent(), anEvent(), anEvent()])).map((row) => row.id);
+    const ids = (await enqueueCommitted(db.pool, [anEvent(), anEvent(), anEvent()])).map((row) => row.id);
     const { handler } = await import("../../functions/relay/handler.ts");
 
     const summary = await handler({}, lambdaContext(90_000));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type Queryable, withTransaction } from "../../functions/shared/db/session.ts";
+import { type Queryable, type SessionClient, withTransaction } from "../../functions/shared/db/session.ts";
 import type { Destination } from "../../functions/shared/destinations/destination.ts";
 import { redriveDeadLetters } from "../../functions/shared/operate/sql/redriveDeadLetters.ts";
 import { outboxNames } from "../../functions/shared/outbox/names.ts";
@@ -85,7 +85,7 @@ describe("redrive and a successor committed while it decides", () => {
     };
 
     let interleaved = false;
-    const redriven = await withTransaction(db.pool, (client) => {
+    const redriven = await withTransaction(db.pool, (client: SessionClient) => {
       const forced: Queryable = {
         async query(text, values) {
           if (!interleaved && /^\s*update\b/i.test(text)) {

@@ -47,7 +47,7 @@ describe("the package's entry point", () => {
 });
 
 describe("the producer's import", () => {
-  it("loads no AWS SDK, CDK or relay module (only the write API and what it needs)", () => {
+  it("loads no AWS SDK, CDK, relay module or data library (only the write API and what it needs)", () => {
     const output = execFileSync(
       process.execPath,
       [
@@ -66,6 +66,14 @@ console.log(JSON.stringify(resolved));`,
     expect(resolved.filter((url) => /@aws-sdk|@smithy|aws-cdk-lib|\/relay\/|\/purge\//.test(url))).toEqual(
       [],
     );
+    // Nor any data library: enqueue knows their transaction handles by shape (produce/transactionHandle.ts).
+    expect(
+      resolved.filter((url) =>
+        /\/node_modules\/(pg|pg-[a-z-]+|postgres|drizzle-orm|kysely|@prisma|prisma|knex|typeorm|@mikro-orm)\//.test(
+          url,
+        ),
+      ),
+    ).toEqual([]);
   });
 });
 

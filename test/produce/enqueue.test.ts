@@ -6,6 +6,7 @@ import { compactJsonbText } from "../../functions/shared/outbox/jsonbText.ts";
 import { enqueue, type OutboxEvent } from "../../functions/shared/produce/enqueue.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 
 const db = useTestDatabase();
 
@@ -66,7 +67,7 @@ describe("enqueue in the caller's transaction", () => {
       anEvent({ aggregateId: "order-seq", payload: { i } }),
     );
 
-    const result = await enqueue(db.pool, events);
+    const result = await enqueueCommitted(db.pool, events);
 
     const seqs = result.map((row) => row.seq);
     expect(seqs).toEqual([...seqs].sort((a, b) => (a < b ? -1 : 1)));
@@ -79,13 +80,18 @@ describe("enqueue in the caller's transaction", () => {
 
   it("honours availableAt for delayed events", async () => {
     const later = new Date(Date.now() + 3_600_000);
-    const { id } = await enqueue(db.pool, anEvent({ availableAt: later }));
+    const { id } = await enqueueCommitted(db.pool, anEvent({ availableAt: later }));
     const { rows } = await db.pool.query("select available_at from outbox_events where id = $1", [id]);
     expect(rows[0].available_at.getTime()).toBe(later.getTime());
   });
 
   it("returns an empty list for an empty batch without touching the database", async () => {
-    expect(await enqueue({ query: () => Promise.reject(new Error("no query expected")) }, [])).toEqual([]);
+    expect(
+      await enqueue(
+        { query: () => Promise.reject(new Error("no query expected")), getTransactionStatus: () => "T" },
+        [],
+      ),
+    ).toEqual([]);
   });
 });
 
@@ -102,7 +108,7 @@ describe("enqueue validation", () => {
     ["unicode text in the payload", { payload: { name: "Zoë 🚀 日本" } }],
   ];
   it.each(accepted)("accepts %s", async (_, overrides) => {
-    const { id } = await enqueue(db.pool, anEvent(overrides));
+    const { id } = await enqueueCommitted(db.pool, anEvent(overrides));
     expect(await db.pool.query("select 1 from outbox_events where id = $1", [id])).toHaveProperty(
       "rowCount",
       1,
@@ -113,9 +119,9 @@ describe("enqueue validation", () => {
     const base = anEvent({ aggregateId: "size-edge", payload: "" });
     const overhead = await sizeOf(base);
     const exact = { ...base, payload: "x".repeat(2000 - overhead - 2) }; // 2: the JSON quotes
-    await expect(enqueue(db.pool, exact, { maxMessageBytes: 2000 })).resolves.toHaveProperty("id");
+    await expect(enqueueCommitted(db.pool, exact, { maxMessageBytes: 2000 })).resolves.toHaveProperty("id");
     await expect(
-      enqueue(db.pool, { ...base, payload: `${exact.payload}x` }, { maxMessageBytes: 2000 }),
+      enqueueCommitted(db.pool, { ...base, payload: `${exact.payload}x` }, { maxMessageBytes: 2000 }),
     ).rejects.toThrow(
       /event\.payload: message would be 2001 bytes \(payload plus attributes\), over the limit of 2000/,
     );
@@ -208,7 +214,7 @@ describe("enqueue validation", () => {
 
   it("rejects a whole batch when one event is invalid, naming its index", async () => {
     const before = await countRows();
-    await expect(enqueue(db.pool, [anEvent(), anEvent({ aggregateId: "bad id" })])).rejects.toThrow(
+    await expect(enqueueCommitted(db.pool, [anEvent(), anEvent({ aggregateId: "bad id" })])).rejects.toThrow(
       /^events\[1\]\.aggregateId: contains " "/,
     );
     expect(await countRows()).toBe(before);
@@ -220,7 +226,7 @@ describe("configurable table", () => {
     const location = { schema: "Tenant A", table: "Order-Events" };
     await migrate(db.pool, location);
 
-    const { id } = await enqueue(db.pool, anEvent(), location);
+    const { id } = await enqueueCommitted(db.pool, anEvent(), location);
 
     const { rows } = await db.pool.query('select id from "Tenant A"."Order-Events"');
     expect(rows.map((row) => row.id)).toEqual([id]);
@@ -233,7 +239,10 @@ describe("configurable table", () => {
     [""],
     ["x".repeat(41)],
   ])("rejects the identifier %j before any SQL runs", async (table) => {
-    const noSql = { query: () => Promise.reject(new Error("SQL must not run")) };
+    const noSql = {
+      query: () => Promise.reject(new Error("SQL must not run")),
+      getTransactionStatus: () => "T",
+    };
     await expect(enqueue(noSql, anEvent(), { table })).rejects.toBeInstanceOf(ConfigError);
     await expect(enqueue(noSql, anEvent(), { schema: table })).rejects.toThrow(
       /^schema: .* is not an accepted identifier/,
@@ -244,7 +253,9 @@ describe("configurable table", () => {
 
 /** Size of a message with an empty-string payload, to build exact-limit edge cases. */
 async function sizeOf(event: OutboxEvent<unknown>): Promise<number> {
-  const error = await enqueue(db.pool, event, { maxMessageBytes: 1 }).catch((caught: Error) => caught);
+  const error = await enqueueCommitted(db.pool, event, { maxMessageBytes: 1 }).catch(
+    (caught: Error) => caught,
+  );
   const match = /would be (\d+) bytes/.exec(String((error as Error).message));
   return Number(match?.[1]) - 2; // minus the two quotes of ""
 }
@@ -255,7 +266,7 @@ describe("enqueue measures the message the relay will send", () => {
     const payload = { values: Array.from({ length: 20_000 }, () => 1e-300) };
     const before = await countRows();
 
-    const failed = await enqueue(db.pool, anEvent({ payload })).catch((error: unknown) => error);
+    const failed = await enqueueCommitted(db.pool, anEvent({ payload })).catch((error: unknown) => error);
 
     expect(JSON.stringify(payload).length).toBeLessThan(150_000);
     expect(failed).toBeInstanceOf(ValidationError);
@@ -273,7 +284,7 @@ describe("enqueue measures the message the relay will send", () => {
       plain: [0, -0, 123.456, -0.000001, 999999999999999900000],
       text: "1e-300 stays a string",
     };
-    const { id } = await enqueue(db.pool, anEvent({ payload }));
+    const { id } = await enqueueCommitted(db.pool, anEvent({ payload }));
     const { rows } = await db.pool.query("select payload::text as text from outbox_events where id = $1", [
       id,
     ]);

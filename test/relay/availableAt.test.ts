@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { drain, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "../support/sqs.ts";
 
@@ -22,10 +22,10 @@ describe("available_at beyond a year", () => {
        returning id`,
       [group],
     );
-    const [after] = await enqueue(db.pool, [anEvent({ aggregateId: group })]);
-    const [other] = await enqueue(db.pool, [anEvent()]);
+    const [after] = await enqueueCommitted(db.pool, [anEvent({ aggregateId: group })]);
+    const [other] = await enqueueCommitted(db.pool, [anEvent()]);
     // A delay within the bound is a delay, not a fault.
-    await enqueue(db.pool, [anEvent({ availableAt: new Date(Date.now() + 30 * 86_400_000) })]);
+    await enqueueCommitted(db.pool, [anEvent({ availableAt: new Date(Date.now() + 30 * 86_400_000) })]);
 
     await drain(db.pool, sqs, testRelayOptions(queueUrl));
 
@@ -46,7 +46,7 @@ describe("available_at beyond a year", () => {
 
   it("is refused by the write API, naming the field and the bound", async () => {
     await expect(
-      enqueue(db.pool, anEvent({ availableAt: new Date(Date.now() + 400 * 86_400_000) })),
+      enqueueCommitted(db.pool, anEvent({ availableAt: new Date(Date.now() + 400 * 86_400_000) })),
     ).rejects.toThrow(/event\.availableAt.*more than 365 days ahead/);
   });
 });

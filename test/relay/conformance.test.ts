@@ -1,9 +1,9 @@
 import type { Message } from "@aws-sdk/client-sqs";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { runRelay } from "../../functions/shared/relay/engine.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { drain, queueDestination, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "../support/sqs.ts";
 
@@ -31,7 +31,7 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
         correlationId: "c-1",
       },
     });
-    const { id, seq } = await enqueue(db.pool, event);
+    const { id, seq } = await enqueueCommitted(db.pool, event);
     const { rows: stored } = await db.pool.query("select created_at from outbox_events where id = $1", [id]);
 
     const summary = await drain(db.pool, sqs, testRelayOptions(queueUrl));
@@ -66,7 +66,10 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
   it("does not deliver a republished event (same outbox id) twice within the dedup window", async () => {
     const queue = await createFifoQueue(sqs, "dedup");
     const ids = (
-      await enqueue(db.pool, [anEvent({ aggregateId: "dedup-a" }), anEvent({ aggregateId: "dedup-b" })])
+      await enqueueCommitted(db.pool, [
+        anEvent({ aggregateId: "dedup-a" }),
+        anEvent({ aggregateId: "dedup-b" }),
+      ])
     ).map((row) => row.id);
     await drain(db.pool, sqs, testRelayOptions(queue));
     // As if the relay died after SQS accepted the batch but before its commit: the rows are pending again.
@@ -84,7 +87,7 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
     const events = Array.from({ length: 30 }, (_, i) =>
       anEvent({ aggregateId: `agg-${i % 3}`, payload: { i } }),
     );
-    await enqueue(db.pool, events);
+    await enqueueCommitted(db.pool, events);
 
     await drain(db.pool, sqs, testRelayOptions(queue, { batchSize: 7 }));
 
@@ -106,7 +109,7 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
 
   it("dead-letters a row that can never be sent and keeps publishing the others", async () => {
     const queue = await createFifoQueue(sqs, "poison");
-    const [healthy] = await enqueue(db.pool, [anEvent({ aggregateId: "healthy-1" })]);
+    const [healthy] = await enqueueCommitted(db.pool, [anEvent({ aggregateId: "healthy-1" })]);
     const { rows } = await db.pool.query(
       `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload)
        values ('order', 'bad group id', 'order.created', '{}'), ('order', 'bad group id', 'order.updated', '{}')
@@ -135,7 +138,7 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
       `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload, dead_lettered_at, attempts)
        values ('order', 'strict-1', 'order.created', '{}', now(), 10) returning id`,
     );
-    const [next] = await enqueue(db.pool, [anEvent({ aggregateId: "strict-1" })]);
+    const [next] = await enqueueCommitted(db.pool, [anEvent({ aggregateId: "strict-1" })]);
 
     const strict = await drain(db.pool, sqs, testRelayOptions(queue, { strictOrder: true }));
     const { rows: blocked } = await db.pool.query("select processed_at from outbox_events where id = $1", [
@@ -155,7 +158,7 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
 
   it("does not claim an aggregate's later event while an earlier one is in backoff", async () => {
     const queue = await createFifoQueue(sqs, "backoff");
-    const [first, second] = await enqueue(db.pool, [
+    const [first, second] = await enqueueCommitted(db.pool, [
       anEvent({ aggregateId: "waiting-1" }),
       anEvent({ aggregateId: "waiting-1" }),
     ]);
@@ -174,7 +177,7 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
 
   it("stops claiming in time for its deadline and leaves no row locked", async () => {
     const queue = await createFifoQueue(sqs, "deadline");
-    const events = await enqueue(
+    const events = await enqueueCommitted(
       db.pool,
       Array.from({ length: 20 }, () => anEvent()),
     );
@@ -207,7 +210,7 @@ describe(`relay against a real SQS FIFO emulator (${inject("awsSource")})`, () =
 
   it("does not start a round when the deadline is closer than one round's reserve", async () => {
     const queue = await createFifoQueue(sqs, "no-time");
-    const [event] = await enqueue(db.pool, [anEvent()]);
+    const [event] = await enqueueCommitted(db.pool, [anEvent()]);
 
     const summary = await runRelay(
       {

@@ -1,11 +1,11 @@
 import { CreateQueueCommand } from "@aws-sdk/client-sqs";
 import type { ScheduledEvent } from "aws-lambda";
 import { beforeAll, describe, expect, inject, it, vi } from "vitest";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { lambdaContext, relayLambdaEnv } from "../support/lambda.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "../support/sqs.ts";
 import { startStallingTcpProxy } from "../support/tcpProxy.ts";
 
@@ -39,7 +39,7 @@ describe("relay Lambda handler", () => {
   });
 
   it("publishes what is pending when invoked by the schedule, and returns its summary before the deadline", async () => {
-    const ids = (await enqueue(db.pool, [anEvent(), anEvent(), anEvent()])).map((row) => row.id);
+    const ids = (await enqueueCommitted(db.pool, [anEvent(), anEvent(), anEvent()])).map((row) => row.id);
     const { handler } = await import("../../functions/relay/handler.ts");
     const context = lambdaContext(2_500);
 
@@ -72,7 +72,7 @@ describe("relay Lambda handler: settings that cannot work fail the invocation", 
   it("fails when the time budget cannot fit one round, naming the settings and the minimum timeout", async () => {
     const queueUrl = await createFifoQueue(sqs, "budget");
     const { handler } = await coldStart({ OUTBOX_QUEUE_URL: queueUrl });
-    await enqueue(db.pool, anEvent());
+    await enqueueCommitted(db.pool, anEvent());
 
     // One round reserves 500 + 3 x 200 = 1,100 ms; 1,000 ms minus the 300 ms margin leaves 700.
     const invocation = handler(scheduledEvent, lambdaContext(1_000));
@@ -88,7 +88,7 @@ describe("relay Lambda handler: settings that cannot work fail the invocation", 
     const { QueueUrl } = await sqs.send(new CreateQueueCommand({ QueueName: `standard-${Date.now()}` }));
     const { handler } = await coldStart({ OUTBOX_QUEUE_URL: QueueUrl as string });
     await db.pool.query("delete from outbox_events");
-    await enqueue(db.pool, anEvent());
+    await enqueueCommitted(db.pool, anEvent());
 
     await expect(handler(scheduledEvent, lambdaContext(2_500))).rejects.toThrow(/is not a FIFO queue/);
     expect(await pendingRows(db)).toBe(1);
@@ -122,7 +122,7 @@ describe("relay Lambda handler: the queue check", () => {
       const queueUrl = await createFifoQueue(sqsClient(fake.url), "unreachable");
       const { handler } = await coldStart({ OUTBOX_QUEUE_URL: queueUrl, AWS_ENDPOINT_URL: fake.url });
       await db.pool.query("delete from outbox_events");
-      await enqueue(db.pool, anEvent());
+      await enqueueCommitted(db.pool, anEvent());
       fake.down("reset");
 
       const first = handler(scheduledEvent, lambdaContext(2_500));
@@ -152,7 +152,7 @@ describe("relay Lambda handler: an invocation that made no progress fails", () =
       });
       const { handler } = await coldStart({ OUTBOX_QUEUE_URL: queueUrl, AWS_ENDPOINT_URL: fake.url });
       await db.pool.query("delete from outbox_events");
-      await enqueue(db.pool, [anEvent(), anEvent()]);
+      await enqueueCommitted(db.pool, [anEvent(), anEvent()]);
 
       const invocation = handler(scheduledEvent, lambdaContext(2_500));
 
@@ -187,7 +187,7 @@ describe("relay Lambda handler: SQS connections", () => {
         RELAY_PUBLISH_TIMEOUT_MS: "3000",
       });
       await db.pool.query("delete from outbox_events");
-      await enqueue(
+      await enqueueCommitted(
         db.pool,
         Array.from({ length: 40 }, () => anEvent()),
       );

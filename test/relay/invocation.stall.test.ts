@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { outboxNames } from "../../functions/shared/outbox/names.ts";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import type { RelaySummary } from "../../functions/shared/relay/engine.ts";
 import { noProgressError } from "../../functions/shared/relay/invocation.ts";
 import { hasPendingEvents } from "../../functions/shared/relay/sql/pendingEvents.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { openSession } from "../support/sessions.ts";
 
 /**
@@ -30,7 +30,7 @@ const stalled: RelaySummary = {
 describe("an invocation with failed rounds that published nothing", () => {
   it("fails while an event is pending, even one locked by a stuck statement", async () => {
     await db.pool.query("delete from outbox_events");
-    const [event] = await enqueue(db.pool, [anEvent()]);
+    const [event] = await enqueueCommitted(db.pool, [anEvent()]);
     // The stuck backend: it holds the claimed row's lock, so every other claim skips it.
     const stuck = await openSession(db.url);
     await stuck.client.query("begin");

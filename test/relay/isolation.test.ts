@@ -1,10 +1,10 @@
 import { beforeEach, describe, expect, it } from "vitest";
 import type { SessionPool } from "../../functions/shared/db/session.ts";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { type RoundReport, runRelay } from "../../functions/shared/relay/engine.ts";
 import type { Logger } from "../../functions/shared/util/logger.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { drain, queueDestination, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
 
@@ -168,10 +168,10 @@ describe("relay: one malformed row never stops the others", () => {
     const bad = new Map<string, { what: string; error: RegExp }>();
     const healthy: string[] = [];
     for (const [what, columns, error] of adversarial) {
-      healthy.push(...(await enqueue(db.pool, [anEvent()])).map((row) => row.id));
+      healthy.push(...(await enqueueCommitted(db.pool, [anEvent()])).map((row) => row.id));
       bad.set(await insertByHand(columns), { what, error });
     }
-    healthy.push(...(await enqueue(db.pool, [anEvent()])).map((row) => row.id));
+    healthy.push(...(await enqueueCommitted(db.pool, [anEvent()])).map((row) => row.id));
     const { logger, logged } = recordingLogger();
 
     const summary = await runRelay(
@@ -224,7 +224,7 @@ describe("relay: one malformed row never stops the others", () => {
   it("never brings an oversized payload's text into the relay", async () => {
     const queue = await createFifoQueue(aws.sqs, "not-loaded");
     const huge = await insertAroundTrigger({ payload: "jsonb_build_object('blob', repeat('x', 20000000))" });
-    const [healthy] = await enqueue(db.pool, [anEvent()]);
+    const [healthy] = await enqueueCommitted(db.pool, [anEvent()]);
     // The real pool, watched: the longest string any relay query brought back.
     let longest = 0;
     const watching: SessionPool = {
@@ -280,7 +280,7 @@ describe("relay: one malformed row never stops the others", () => {
     const unprintable = await insertAroundTrigger({
       payload: "(select jsonb_agg(1e-16383) from generate_series(1, 70000))",
     });
-    const [healthy] = await enqueue(db.pool, [anEvent()]);
+    const [healthy] = await enqueueCommitted(db.pool, [anEvent()]);
 
     const summary = await drain(db.pool, aws.sqs, testRelayOptions(queue, { statementTimeoutMs: 20_000 }));
 
@@ -299,7 +299,7 @@ describe("relay: recording a round cannot fail because of one row", () => {
     const queue = await createFifoQueue(aws.sqs, "record");
     const rejected = await insertByHand({ attempts: "2147483647" });
     const serverSide = await insertByHand({ transient_failures: "2147483647" });
-    const [healthy] = await enqueue(db.pool, [anEvent()]);
+    const [healthy] = await enqueueCommitted(db.pool, [anEvent()]);
     aws.fake.setFaults({
       failEntry: (entry) => {
         if (entry.MessageDeduplicationId === rejected)
@@ -335,7 +335,7 @@ describe("relay: a round's memory is bounded by bytes", () => {
   it("loads rows until the byte budget is spent, the rest wait for the next round, never fewer than one", async () => {
     const queue = await createFifoQueue(aws.sqs, "budget");
     const payload = { blob: "b".repeat(3_000) };
-    await enqueue(
+    await enqueueCommitted(
       db.pool,
       Array.from({ length: 10 }, () => anEvent({ payload })),
     );

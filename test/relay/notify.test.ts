@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { type RoundReport, runRelay } from "../../functions/shared/relay/engine.ts";
 import { listenForOutboxInserts } from "../../functions/shared/relay/wakeUp.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { queueDestination, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, sqsClient } from "../support/sqs.ts";
 
@@ -60,7 +60,7 @@ describe("LISTEN/NOTIFY wake-up (opt-in)", () => {
 
     await idle; // the relay found nothing and is now waiting up to idlePollMs
     const started = Date.now();
-    await enqueue(db.pool, anEvent());
+    await enqueueCommitted(db.pool, anEvent());
     const report = await publishedRound;
     const latency = Date.now() - started;
     const summary = await relay;

@@ -4,6 +4,7 @@ import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { waitFor } from "../chaos/support/waitFor.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { drain, testRelayOptions } from "../support/relay.ts";
 import { openSession, type Session, waitsOnLock } from "../support/sessions.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "../support/sqs.ts";
@@ -30,10 +31,10 @@ describe("one ordering unit: the message group (aggregate_id)", () => {
   it("delivers two aggregate types sharing an id in commit order, within one round", async () => {
     const queueUrl = await createFifoQueue(sqs, "groups");
     const group = `g42-${Date.now()}`;
-    const [shipment] = await enqueue(db.pool, [
+    const [shipment] = await enqueueCommitted(db.pool, [
       anEvent({ aggregateType: "Shipment", aggregateId: group, eventType: "shipment.created" }),
     ]);
-    const [order] = await enqueue(db.pool, [
+    const [order] = await enqueueCommitted(db.pool, [
       anEvent({ aggregateType: "Order", aggregateId: group, eventType: "order.created" }),
     ]);
 

@@ -1,10 +1,10 @@
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { relayInvocation } from "../../functions/shared/relay/invocation.ts";
 import { relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { relayLambdaEnv } from "../support/lambda.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { queueDestination } from "../support/relay.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
 
@@ -90,7 +90,7 @@ async function pendingSeqs(): Promise<string[]> {
 describe("the order-key check sees every seq", () => {
   it("refuses when pending rows hold seqs above the sequence (a backlog restored or moved)", async () => {
     await restore([20, 21, 22, 23, 24].map((seq) => ({ seq, state: "pending" as const })));
-    await enqueue(db.pool, anEvent({ aggregateId: "restored" }));
+    await enqueueCommitted(db.pool, anEvent({ aggregateId: "restored" }));
 
     await expect(invoke()).rejects.toMatchObject({ name: "OrderKeyError" });
     await expect(invoke()).rejects.toThrow(/seq 24/);
@@ -111,7 +111,7 @@ describe("the order-key check sees every seq", () => {
     await db.pool.query(
       "insert into outbox_group_high_water (aggregate_id, purged_published_seq) values ('order-1', 1002)",
     );
-    await enqueue(db.pool, anEvent({ aggregateId: "order-1" }));
+    await enqueueCommitted(db.pool, anEvent({ aggregateId: "order-1" }));
 
     await expect(invoke()).rejects.toThrow(/order key ran backwards.*1002/);
     expect(aws.fake.deliveries()).toEqual([]);
@@ -123,19 +123,19 @@ describe("the order-key check sees every seq", () => {
       { seq: 10, state: "published", publishedMinutesAgo: 0 },
     ]);
     await db.pool.query(`select setval('${SEQUENCE}', 20)`);
-    await enqueue(db.pool, anEvent({ aggregateId: "restored" }));
+    await enqueueCommitted(db.pool, anEvent({ aggregateId: "restored" }));
 
     await expect(invoke()).rejects.toThrow(/order key ran backwards.*seq 30/);
     expect(aws.fake.deliveries()).toEqual([]);
   });
 
   it("lets a forward restart through (is_called = false: the next seq is the restart value)", async () => {
-    await enqueue(db.pool, anEvent({ aggregateId: "forward" }));
+    await enqueueCommitted(db.pool, anEvent({ aggregateId: "forward" }));
     await expect(invoke()).resolves.toMatchObject({ published: 1 });
     await db.pool.query(`alter sequence ${SEQUENCE} restart with 1000000`);
     // Before any event draws from it: the sequence reads is_called = false, last_value 1000000.
     await expect(invoke()).resolves.toMatchObject({ published: 0 });
-    const event = await enqueue(db.pool, anEvent({ aggregateId: "forward" }));
+    const event = await enqueueCommitted(db.pool, anEvent({ aggregateId: "forward" }));
 
     await expect(invoke()).resolves.toMatchObject({ published: 1 });
     const { rows } = await db.pool.query<{ seq: string }>("select seq from outbox_events where id = $1", [

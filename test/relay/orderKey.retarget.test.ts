@@ -1,13 +1,13 @@
 import { CreateSecretCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createDatabasePool } from "../../functions/shared/db/connection.ts";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { relayInvocation } from "../../functions/shared/relay/invocation.ts";
 import { relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { relayLambdaEnv } from "../support/lambda.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { queueDestination } from "../support/relay.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
 
@@ -59,8 +59,8 @@ describe("the order-key check follows the pool to a new target", () => {
     await b.pool.query(
       "insert into outbox_group_high_water (aggregate_id, purged_published_seq) values ('order-b', 1002)",
     );
-    const onB = await enqueue(b.pool, anEvent({ aggregateId: "order-b" }));
-    const onA = await enqueue(a.pool, anEvent({ aggregateId: "order-a" }));
+    const onB = await enqueueCommitted(b.pool, anEvent({ aggregateId: "order-b" }));
+    const onA = await enqueueCommitted(a.pool, anEvent({ aggregateId: "order-a" }));
 
     const secretA = await secretFor(a.url);
     const secretB = await secretFor(b.url);

@@ -1,9 +1,9 @@
 import type { ScheduledEvent } from "aws-lambda";
 import { afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { lambdaContext, relayLambdaEnv } from "../support/lambda.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { drain, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, sqsClient } from "../support/sqs.ts";
 
@@ -48,10 +48,10 @@ async function pending(): Promise<number> {
 
 describe("the order key never runs backwards unnoticed", () => {
   it("a sequence set below a published seq (restore, setval) stops the relay, naming the fix", async () => {
-    await enqueue(db.pool, [anEvent(), anEvent()]);
+    await enqueueCommitted(db.pool, [anEvent(), anEvent()]);
     await drain(db.pool, sqs, testRelayOptions(queueUrl));
     await db.pool.query(`select setval('${SEQUENCE}', 1)`);
-    await enqueue(db.pool, anEvent());
+    await enqueueCommitted(db.pool, anEvent());
 
     const invocation = (await handler())(scheduledEvent, lambdaContext(2_500));
 
@@ -71,7 +71,7 @@ describe("the order key never runs backwards unnoticed", () => {
 
   it("a sequence with CACHE > 1 is refused", async () => {
     await db.pool.query(`alter sequence ${SEQUENCE} cache 20`);
-    await enqueue(db.pool, anEvent());
+    await enqueueCommitted(db.pool, anEvent());
 
     const invocation = (await handler())(scheduledEvent, lambdaContext(2_500));
 

@@ -1,12 +1,12 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SessionClient, SessionPool } from "../../functions/shared/db/session.ts";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { DEFAULT_PURGE_OPTIONS, runPurge } from "../../functions/shared/purge/purge.ts";
 import { relayRound } from "../../functions/shared/relay/engine.ts";
 import { newClaimCursor } from "../../functions/shared/relay/sql/claimBatch.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { queueDestination, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "../support/sqs.ts";
 
@@ -67,7 +67,7 @@ describe("relay and purge under default_transaction_isolation = repeatable read"
     const queueUrl = await createFifoQueue(sqs, "read-committed");
     const options = testRelayOptions(queueUrl);
     const destination = queueDestination(sqs, { queueUrl });
-    const [event] = await enqueue(pool, [anEvent()]);
+    const [event] = await enqueueCommitted(pool, [anEvent()]);
     const late = gatedPool(pool);
 
     const lateRound = relayRound(

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { runRelay } from "../../functions/shared/relay/engine.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { queueDestination, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
 
@@ -17,8 +17,8 @@ describe("relay: a round loads its claim in outbox order, by number", () => {
     await db.pool.query("select setval(pg_get_serial_sequence('outbox_events', 'seq'), 7)");
     const payload = { blob: "b".repeat(3_000) };
     // seq 9 for the aggregate the claim's round robin visits second, seq 11 for the one it visits first.
-    const [nine] = await enqueue(db.pool, [anEvent({ aggregateId: "order-b", payload })]);
-    const [eleven] = await enqueue(db.pool, [anEvent({ aggregateId: "order-a", payload })]);
+    const [nine] = await enqueueCommitted(db.pool, [anEvent({ aggregateId: "order-b", payload })]);
+    const [eleven] = await enqueueCommitted(db.pool, [anEvent({ aggregateId: "order-a", payload })]);
     const { rows } = await db.pool.query<{ id: string; seq: string }>(
       "select id, seq::text as seq from outbox_events order by outbox_events.seq",
     );

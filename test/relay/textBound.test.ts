@@ -1,10 +1,10 @@
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { queryTimeoutFor } from "../../functions/shared/db/connection.ts";
-import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { DEFAULT_RELAY_OPTIONS, roundReserveMs, runRelay } from "../../functions/shared/relay/engine.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { enqueueCommitted } from "../support/produce.ts";
 import { queueDestination } from "../support/relay.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "../support/sqs.ts";
 
@@ -59,7 +59,7 @@ describe("a row whose JSON text cannot be bounded by its stored size", () => {
       [POISON],
     );
     await db.pool.query("alter table outbox_events enable always trigger outbox_commit_order");
-    const healthy = await enqueue(db.pool, [anEvent(), anEvent(), anEvent()]);
+    const healthy = await enqueueCommitted(db.pool, [anEvent(), anEvent(), anEvent()]);
     const queueUrl = await createFifoQueue(sqs, "text-bound");
 
     const options = { ...DEFAULT_RELAY_OPTIONS };

@@ -1,9 +1,11 @@
+import type pg from "pg";
 import type { Queryable } from "../../functions/shared/db/session.ts";
-import { enqueue, type OutboxEvent } from "../../functions/shared/produce/enqueue.ts";
+import type { OutboxEvent } from "../../functions/shared/produce/enqueue.ts";
+import { enqueueCommitted } from "./produce.ts";
 
 /** Writes events through the write API; each row with its aggregate, as the ledger reads them. */
-export async function writeEvents(db: Queryable, events: OutboxEvent<unknown>[]) {
-  const rows = await enqueue(db, events);
+export async function writeEvents(db: pg.Pool, events: OutboxEvent<unknown>[]) {
+  const rows = await enqueueCommitted(db, events);
   return rows.map((row, index) => ({ ...row, aggregateId: events[index]?.aggregateId as string }));
 }
 

@@ -26,6 +26,13 @@ export {
   type PurgeInboxResult,
   purgeInbox,
 } from "./inboxTable.ts";
+export {
+  type InboxClient,
+  kyselyPoolOf,
+  type OneSessionPool,
+  pgClientOf,
+  prismaPoolOf,
+} from "./libraries.ts";
 export { type InboxMetrics, OUTCOME_METRIC, type OutcomeStatus } from "./outcomeMetrics.ts";
 export { parseInboxEvent } from "./parseInboxEvent.ts";
 export type { PayloadParser, StandardSchemaV1 } from "./payloadParser.ts";

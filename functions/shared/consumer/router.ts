@@ -1,6 +1,6 @@
-import type { Queryable } from "../db/session.ts";
 import { ConfigError } from "../outbox/errors.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
+import type { InboxClient } from "./libraries.ts";
 import { isPayloadParser, type PayloadParser, parsePayload } from "./payloadParser.ts";
 import type { LambdaContextLike, SqsRecord } from "./sqsEvent.ts";
 
@@ -14,9 +14,10 @@ export interface InboxHandlerContext {
   /**
    * The record's transaction: write through it so the writes commit with the inbox row. Transaction control
    * (begin, commit, rollback, end, abort, set transaction, prepare transaction) is refused; savepoints of your
-   * own are fine. Do not keep it: it refuses everything once the handler has returned.
+   * own are fine. Do not keep it: it refuses everything once the handler has returned. `enqueue(client, …)` joins
+   * the record's transaction; for Drizzle, Kysely and Prisma see pgClientOf, kyselyPoolOf and prismaPoolOf.
    */
-  client: Queryable;
+  client: InboxClient;
   record: SqsRecord;
   lambdaContext: LambdaContextLike | undefined;
 }

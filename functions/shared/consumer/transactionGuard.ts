@@ -1,5 +1,6 @@
 import type { Queryable } from "../db/session.ts";
 import { OutboxError } from "../outbox/errors.ts";
+import type { InboxClient } from "./libraries.ts";
 
 /**
  * Thrown (and remembered: the record fails even if the handler catches it) when the user's handler sends,
@@ -46,7 +47,7 @@ export class TransactionControlError extends OutboxError {
  * for later would otherwise write outside any record's transaction.
  */
 export interface GuardedClient {
-  client: Queryable;
+  client: InboxClient;
   /** The first refused statement, if any: the record fails with it even if the handler swallowed it. */
   refused(): TransactionControlError | undefined;
   close(): void;
@@ -92,7 +93,7 @@ export function guardClient(session: Queryable): GuardedClient {
     return (session.query as unknown as (config: QueryConfig) => Promise<unknown>)(form);
   };
   return {
-    client: { query } as Queryable,
+    client: { query, getTransactionStatus: () => "T" as const } as InboxClient,
     refused: () => refusal,
     close: () => {
       closed = true;

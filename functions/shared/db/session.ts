@@ -1,3 +1,4 @@
+import type pg from "pg";
 import { DatabaseTimeoutError, TransactionRolledBackError } from "../outbox/errors.ts";
 
 /**
@@ -82,10 +83,21 @@ const SETTING_OF: Record<
  *   a caller must never take a rolled-back transaction for a committed one.
  */
 export async function withTransaction<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<T>,
+  bounds?: TransactionBounds,
+): Promise<T>;
+export async function withTransaction<T>(
   pool: SessionPool,
   work: (client: SessionClient) => Promise<T>,
+  bounds?: TransactionBounds,
+): Promise<T>;
+export async function withTransaction<T>(
+  pool: SessionPool,
+  // A pg.Pool's sessions are PoolClients: its callers get pg's type.
+  work: (client: SessionClient & pg.PoolClient) => Promise<T>,
   bounds: TransactionBounds = {},
-) {
+): Promise<T> {
   const client = await pool.connect();
   // A checked-out pg client reports a dropped socket as an 'error' event; unheard, it would crash the process.
   // The failing query rejects as well, which is where we handle it.
@@ -100,7 +112,7 @@ export async function withTransaction<T>(
           : "begin isolation level read committed",
     );
     await setBounds(client, bounds);
-    const result = await work(client);
+    const result = await work(client as SessionClient & pg.PoolClient);
     const committed = commandOf(
       await client.query(bounds.resetSession === true ? COMMIT_AND_RESET : "commit"),
     );

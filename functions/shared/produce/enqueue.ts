@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Queryable } from "../db/session.ts";
 import { ValidationError } from "../outbox/errors.ts";
 import { jsonbBodySize } from "../outbox/jsonbSize.ts";
 import {
@@ -14,6 +13,7 @@ import {
   serializePayload,
 } from "../outbox/message.ts";
 import { type OutboxLocation, outboxNames } from "../outbox/names.ts";
+import { statementRunner, type TransactionHandle } from "./transactionHandle.ts";
 
 export interface OutboxEvent<TPayload = unknown> {
   aggregateType: string;
@@ -65,22 +65,28 @@ const SIZE_PROBE_SEQ = String(2n ** 63n - 1n);
  * commit order: it waits while another open transaction holds one of them. One call never deadlocks with another
  * (several aggregates are locked in one canonical order), but a transaction that enqueues in several calls can:
  * Postgres then fails one statement with the pg error code "40P01" and the caller retries the transaction.
+ *
+ * `db` is the transaction's handle as the caller's data library gives it (transactionHandle.ts, docs/libraries.md):
+ * a pg client after `begin`, or the transaction of postgres.js, Drizzle, Kysely, Prisma, Knex, TypeORM or
+ * MikroORM. A handle that is not in a transaction (a pool, a root client, a pg client in autocommit) is refused
+ * with a ValidationError before anything is sent: its events would commit by themselves.
  */
 export async function enqueue<T>(
-  db: Queryable,
+  db: TransactionHandle,
   event: OutboxEvent<T>,
   options?: EnqueueOptions,
 ): Promise<EnqueuedEvent>;
 export async function enqueue<T>(
-  db: Queryable,
+  db: TransactionHandle,
   events: readonly OutboxEvent<T>[],
   options?: EnqueueOptions,
 ): Promise<EnqueuedEvent[]>;
 export async function enqueue<T>(
-  db: Queryable,
+  db: TransactionHandle,
   input: OutboxEvent<T> | readonly OutboxEvent<T>[],
   options: EnqueueOptions = {},
 ): Promise<EnqueuedEvent | EnqueuedEvent[]> {
+  const run = statementRunner(db);
   const names = outboxNames(options);
   const many = Array.isArray(input);
   const events: readonly OutboxEvent<T>[] = many ? input : [input as OutboxEvent<T>];
@@ -103,14 +109,19 @@ export async function enqueue<T>(
   const aggregates = distinctAggregates(rows);
   const gate =
     aggregates.length > 1 ? `where (select ${names.related("lock_aggregates")}($8::text[], $9::text[]))` : "";
-  const { rows: inserted } = await db.query<{ id: string; seq: string }>(
+  // Every value goes as text (cast in the statement), so each library's driver binds it the same way: postgres.js
+  // would JSON-encode a string bound as jsonb again, and Drizzle's postgres.js serializers refuse a timestamp
+  // array. The casts cost nothing measurable beside the insert. `id::text, seq::text` come back as strings
+  // whatever the driver's type parsers are.
+  const inserted = (await run(
     `insert into ${names.qualified} (id, aggregate_type, aggregate_id, event_type, payload, headers, available_at)
-     select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, coalesce(e.available_at, now())
-     from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::timestamptz[])
+     select e.id::uuid, e.aggregate_type, e.aggregate_id, e.event_type, e.payload::jsonb, e.headers::jsonb,
+            coalesce(e.available_at::timestamptz, now())
+     from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
           with ordinality as e(id, aggregate_type, aggregate_id, event_type, payload, headers, available_at, ord)
      ${gate}
      order by e.ord
-     returning id, seq`,
+     returning id::text as id, seq::text as seq`,
     [
       rows.map((row) => row.id),
       rows.map((row) => row.aggregateType),
@@ -118,12 +129,12 @@ export async function enqueue<T>(
       rows.map((row) => row.eventType),
       rows.map((row) => row.payloadJson),
       rows.map((row) => row.headersJson),
-      rows.map((row) => row.availableAt),
+      rows.map((row) => row.availableAt?.toISOString() ?? null),
       ...(aggregates.length > 1
         ? [aggregates.map((aggregate) => aggregate.type), aggregates.map((aggregate) => aggregate.id)]
         : []),
     ],
-  );
+  )) as readonly { id: string; seq: string }[];
   const seqById = new Map(inserted.map((row) => [row.id, BigInt(row.seq)]));
   const result = rows.map((row) => ({ id: row.id, seq: seqById.get(row.id) ?? missing(row.id) }));
   return many ? result : (result[0] as EnqueuedEvent);
