@@ -1,6 +1,6 @@
 import { type SessionClient, type SessionPool, withTransaction } from "../db/session.ts";
 import { errorMessage } from "../outbox/errors.ts";
-import { type OutboxLocation, type OutboxNames, outboxNames } from "../outbox/names.ts";
+import { type OutboxLocation, outboxNames } from "../outbox/names.ts";
 import { checkIntegerOption } from "../util/env.ts";
 import type { Logger } from "../util/logger.ts";
 import { sleep } from "../util/sleep.ts";
