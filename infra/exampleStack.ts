@@ -6,6 +6,7 @@ import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as subscriptions from "aws-cdk-lib/aws-sns-subscriptions";
 import type { Construct, Node } from "constructs";
 import { secretRotationFunctionName } from "./alarms.ts";
+import type { OutboxLoginRotationProps } from "./logins.ts";
 import { stackCreationSuffix } from "./naming.ts";
 import { denyUnlistedEgress } from "./network.ts";
 import { type OutboxDatabaseProps, OutboxRelay } from "./outboxRelay.ts";
@@ -232,6 +233,7 @@ export class OutboxExampleStack extends Stack {
     (cluster.node.findChild("Secret") as secretsmanager.Secret).applyRemovalPolicy(removalPolicy);
 
     let rotationFunctionName: string | undefined;
+    let loginRotation: OutboxLoginRotationProps | false = false;
     if (props.secretRotation ?? true) {
       // Monthly rotation; the Lambdas re-read the secret after an authentication failure (retrying through the
       // rotation's window) and once its 15-minute TTL has passed (a new host or user too), so they follow it. The
@@ -255,6 +257,14 @@ export class OutboxExampleStack extends Stack {
         "Secret rotation Lambda to Secrets Manager",
       );
       rotationFunctionName = secretRotationFunctionName(rotation);
+      // The relay's and purge's logins rotate the same way (multi-user, the master secret as superuser), through
+      // the same endpoint and security group.
+      loginRotation = {
+        automaticallyAfter: Duration.days(30),
+        endpoint: secretsEndpoint,
+        vpcSubnets: subnets,
+        securityGroup: rotationGroup,
+      };
       // The application's function logs to /aws/lambda/<its name>, a group Lambda creates without retention.
       new logs.LogRetention(this, "RotationLogRetention", {
         logGroupName: `/aws/lambda/${rotationFunctionName}`,
@@ -314,11 +324,13 @@ export class OutboxExampleStack extends Stack {
         databaseName: "app",
         vpc,
         vpcSubnets: subnets,
-        connections: cluster,
+        // The cluster: its port opened to the Lambdas, and the relay's and purge's logins attached to it.
+        cluster,
+        logins: { rotation: loginRotation },
         // HTTPS only to these: the Lambdas' security group has no other way out of the VPC.
         vpcEndpoints: [secretsEndpoint, sqsEndpoint],
-        // Migrations wait for the cluster, its writer and the secret attachment, and run again on a new cluster.
-        readiness: [cluster],
+        // Migrations wait for the cluster, its writer and the secret attachment (readiness defaults to the
+        // cluster), and run again on a new cluster.
         identity: cluster.clusterResourceIdentifier,
         ...(rotationFunctionName === undefined ? {} : { rotationFunctionName }),
       },

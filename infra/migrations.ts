@@ -38,6 +38,8 @@ export interface MigrationsResourceProps {
    */
   network: IConstruct[];
   placement: FunctionPlacement;
+  /** The relay's and purge's login secrets the migrate Lambda makes logins from: a new one re-runs it. */
+  loginSecretArns?: string[];
 }
 
 /**
@@ -74,6 +76,9 @@ export function migrationsResource(scope: Construct, props: MigrationsResourcePr
       DatabaseIdentity: props.database.identity,
       Schema: props.schema,
       Table: props.table,
+      ...(props.loginSecretArns === undefined || props.loginSecretArns.length === 0
+        ? {}
+        : { LoginSecretArns: props.loginSecretArns }),
     },
   });
   dependOnReadiness(resource, props.readiness);

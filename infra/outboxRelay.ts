@@ -11,11 +11,11 @@ import type * as rds from "aws-cdk-lib/aws-rds";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
-import { Construct, type IDependable } from "constructs";
-import { DATABASE_SETTINGS } from "../functions/shared/db/settings.ts";
+import { Construct, Dependable, type IDependable } from "constructs";
+import { DATABASE_SETTINGS, LOGIN_SETTINGS } from "../functions/shared/db/settings.ts";
 import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
 import { METRICS_SETTINGS } from "../functions/shared/observe/settings.ts";
-import { OUTBOX_LOCATION_SETTINGS } from "../functions/shared/outbox/names.ts";
+import { DEFAULT_TABLE, OUTBOX_LOCATION_SETTINGS } from "../functions/shared/outbox/names.ts";
 import { PURGE_SETTINGS } from "../functions/shared/purge/settings.ts";
 import { RELAY_SETTINGS } from "../functions/shared/relay/settings.ts";
 import { checkIntegerOption } from "../functions/shared/util/env.ts";
@@ -38,6 +38,7 @@ import {
   outboxFunction,
   PROJECT_ROOT,
 } from "./lambdas.ts";
+import { type LoginSecrets, loginSecrets, type OutboxLoginsProps } from "./logins.ts";
 import { DEFAULT_MIGRATIONS_DIR, hashMigrations, MIGRATE_TIMEOUT, migrationsResource } from "./migrations.ts";
 import { claimMetricsIdentity, DEFAULT_METRICS_NAMESPACE, defaultServicePrefix } from "./naming.ts";
 import { functionSecurityGroups, withBusEndpoint } from "./network.ts";
@@ -91,6 +92,14 @@ export interface OutboxDatabaseProps {
    * (two endpoints of one service with private DNS cannot share a VPC).
    */
   readonly eventBridgeEndpoint?: ec2.IInterfaceVpcEndpoint;
+  /**
+   * Logins of their own for the relay and the purge (default on with `cluster` or `instance`, the migrations on,
+   * and neither `relaySecret` nor `purgeSecret`): a generated secret each, attached to the database, whose login
+   * the migrations custom resource creates in the outbox's role, rotated by AWS's multi-user rotation with
+   * `secret` (the master user's) as its superuser. docs/deploy.md, "Database roles". `false`: the relay and the
+   * purge use `relaySecret`, `purgeSecret` or `secret`.
+   */
+  readonly logins?: boolean | OutboxLoginsProps;
   /**
    * Secret the relay connects with: a login in this outbox's relay role (`outbox_relay:<database>.<schema>.<table>`,
    * recorded in `<prefix>_roles` by migrations/0009_no_back_doors.sql; docs/deploy.md, "Database roles"). Default
@@ -301,6 +310,10 @@ export class OutboxRelay extends Construct {
 
   /** The secret the Lambdas read the database credentials from (given, or the cluster's or instance's). */
   readonly databaseSecret: secretsmanager.ISecret;
+  /** The relay's generated login (database.logins), if the construct made one. */
+  readonly relayLoginSecret?: secretsmanager.ISecret;
+  /** The purge's generated login (database.logins), if the construct made one. */
+  readonly purgeLoginSecret?: secretsmanager.ISecret;
 
   readonly #props: OutboxRelayProps;
   readonly #database: ResolvedDatabase;
@@ -357,12 +370,23 @@ export class OutboxRelay extends Construct {
       removalPolicy,
     };
 
+    // --- Logins of the relay and the purge: generated secrets; the migrations make the logins ------------------
+    const logins = this.#logins(props, database);
+    if (logins !== undefined) {
+      this.relayLoginSecret = logins.relay;
+      this.purgeLoginSecret = logins.purge;
+    }
+
     // --- Migrations first: everything that touches the outbox depends on them -----------------------------------
     if (props.migrations ?? true) {
       const migrationsDir = props.migrationsDir ?? DEFAULT_MIGRATIONS_DIR;
       const migrationSecret = db.migrationSecret ?? database.secret;
       const { role, logGroup } = executionRole(this, "Migrate", placement);
       grantSecretRead(this, role, migrationSecret);
+      if (logins !== undefined) {
+        grantSecretRead(this, role, logins.relay);
+        grantSecretRead(this, role, logins.purge);
+      }
       this.migrateFunction = outboxFunction(this, "Migrate", placement, {
         code: "migrate",
         description: "Outbox migrations: applies migrations/*.sql at deploy time (custom resource)",
@@ -375,6 +399,10 @@ export class OutboxRelay extends Construct {
         environment: {
           ...this.#databaseEnv(migrationSecret),
           [METRICS_SETTINGS.serviceName.env]: `${servicePrefix}-migrate`,
+          ...environmentOf("OutboxRelay", [
+            ["database.logins", LOGIN_SETTINGS.relaySecretArn, logins?.relay.secretArn],
+            ["database.logins", LOGIN_SETTINGS.purgeSecretArn, logins?.purge.secretArn],
+          ]),
         },
         // defaultMigrationsDir() looks for ./migrations beside the bundle (index.mjs).
         migrationsDir,
@@ -397,12 +425,17 @@ export class OutboxRelay extends Construct {
           ...(vpcEndpoints ?? []).flatMap((endpoint) => endpoint.connections.securityGroups),
         ],
         placement,
+        loginSecretArns: logins === undefined ? [] : [logins.relay.secretArn, logins.purge.secretArn],
       });
+      // A rotation's createSecret reads the login's current credentials, which exist once the migrations ran.
+      for (const schedule of logins?.schedules ?? []) {
+        for (const root of Dependable.of(schedule).dependencyRoots) root.node.addDependency(this.migrations);
+      }
     }
 
     // --- Relay ---------------------------------------------------------------------------------------------------
     const tuning = props.relay ?? {};
-    const relaySecret = db.relaySecret ?? database.secret;
+    const relaySecret = db.relaySecret ?? logins?.relay ?? database.secret;
     const relayRate = props.relaySchedule ?? Duration.minutes(1);
     const relays = props.relays ?? 1;
     const budgetMarginMs = tuning.budgetMarginMs ?? DEFAULT_BUDGET_MARGIN_MS;
@@ -514,7 +547,7 @@ export class OutboxRelay extends Construct {
     const purge = props.purge ?? {};
     const purgeRate = wholeMinutes(purge.schedule ?? Duration.hours(1), "purge.schedule");
     const metricsRate = wholeMinutes(purge.metricsSchedule ?? Duration.minutes(1), "purge.metricsSchedule");
-    const purgeSecret = db.purgeSecret ?? database.secret;
+    const purgeSecret = db.purgeSecret ?? logins?.purge ?? database.secret;
     const P = PURGE_SETTINGS;
     const purgeEnv: Record<string, string> = {
       ...this.#databaseEnv(purgeSecret),
@@ -657,6 +690,37 @@ export class OutboxRelay extends Construct {
       dimensionsMap: { service: source === "relay" ? this.relayServiceName : this.purgeServiceName },
       statistic: options.statistic ?? "Sum",
       period: options.period ?? Duration.minutes(1),
+    });
+  }
+
+  /** The logins' secrets, when `database.logins` asks for them or defaults to them (see its doc). */
+  #logins(props: OutboxRelayProps, database: ResolvedDatabase): LoginSecrets | undefined {
+    const db = props.database;
+    const target = db.cluster ?? db.instance;
+    const byDefault =
+      target !== undefined &&
+      (props.migrations ?? true) &&
+      db.relaySecret === undefined &&
+      db.purgeSecret === undefined;
+    if (db.logins === false || (db.logins === undefined && !byDefault)) return undefined;
+    if (target === undefined || !(props.migrations ?? true)) {
+      throw new Error(
+        "OutboxRelay database.logins needs `cluster` or `instance` (the secrets are attached to it) and the " +
+          "migrations (which create the logins)",
+      );
+    }
+    if (db.relaySecret !== undefined || db.purgeSecret !== undefined) {
+      throw new Error(
+        "OutboxRelay database.logins replaces relaySecret and purgeSecret: give one or the other",
+      );
+    }
+    const options = typeof db.logins === "object" ? db.logins : {};
+    return loginSecrets(this, {
+      master: database.secret,
+      target,
+      vpc: db.vpc,
+      table: props.outboxTable ?? DEFAULT_TABLE,
+      rotation: options.rotation ?? {},
     });
   }
 

@@ -1,7 +1,9 @@
+import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import type { CloudFormationCustomResourceEvent } from "aws-lambda";
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, type OutboxLocation } from "../outbox/names.ts";
 import type { Logger } from "../util/logger.ts";
-import { createDatabasePool, type DatabaseSource } from "./connection.ts";
+import { createDatabasePool, type DatabaseSource, secretsManagerClient } from "./connection.ts";
+import { createLogins, type OutboxLogin } from "./logins.ts";
 import { migrate } from "./migrate.ts";
 
 /**
@@ -18,7 +20,8 @@ export interface MigrationResponse {
 
 /**
  * Create and Update run every pending migration with the project's runner (advisory lock, one transaction per
- * file, checksums). Delete does nothing: removing the stack (or moving the outbox elsewhere) must never drop a
+ * file, checksums), then make the relay's and purge's logins it is given (each from its secret, in its outbox
+ * role; a login that exists keeps its password). Delete does nothing: removing the stack (or moving the outbox elsewhere) must never drop a
  * table that may still hold unpublished events.
  */
 export async function migrationsCustomResource(
@@ -31,6 +34,9 @@ export async function migrationsCustomResource(
     deadline?: number;
     /** Default AUTH_RETRY_MS (connection.ts). */
     authRetryMs?: number;
+    /** The relay's and purge's logins to make once the schema is current (logins.ts). Default none. */
+    logins?: readonly OutboxLogin[];
+    secrets?: SecretsManagerClient;
   },
 ): Promise<MigrationResponse> {
   const { source, location, logger, deadline } = deps;
@@ -56,6 +62,11 @@ export async function migrationsCustomResource(
   });
   try {
     const result = await migrate(pool, location);
+    const logins = deps.logins ?? [];
+    if (logins.length > 0) {
+      const secrets = deps.secrets ?? secretsManagerClient();
+      await createLogins(pool, location, logins, { secrets, logger });
+    }
     logger.info("migrations done", { ...result, physicalResourceId });
     const all = [...result.alreadyApplied, ...result.applied].sort();
     return {

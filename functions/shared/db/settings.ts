@@ -46,3 +46,20 @@ export const DATABASE_SETTINGS = {
     doc: "how long the secret is cached before it is read again",
   }),
 } as const;
+
+/**
+ * The logins the migrate Lambda makes after migrating (logins.ts): one secret per job, written by the construct
+ * when it generates them. Unset: no login is made (the relay and purge use a secret the operator manages).
+ */
+export const LOGIN_SETTINGS = {
+  relaySecretArn: textSetting({
+    env: "OUTBOX_RELAY_LOGIN_SECRET_ARN",
+    default: undefined,
+    doc: "secret (RDS format) of the relay's login, created in the outbox's relay role after the migrations",
+  }),
+  purgeSecretArn: textSetting({
+    env: "OUTBOX_PURGE_LOGIN_SECRET_ARN",
+    default: undefined,
+    doc: "secret (RDS format) of the purge's login, created in the outbox's purge role after the migrations",
+  }),
+} as const;

@@ -1,0 +1,89 @@
+import { Template } from "aws-cdk-lib/assertions";
+import { describe, expect, it } from "vitest";
+import { examplePropsFromContext, OutboxExampleStack } from "../../infra/exampleStack.ts";
+import { identityStatements, nagFindings, newApp, type Resource } from "../support/template.ts";
+
+/** Issue 29, item 4: the relay and the purge get logins of their own, generated, made at deploy, rotated. */
+function example(context: Record<string, unknown> = {}) {
+  const app = newApp(context);
+  const stack = new OutboxExampleStack(app, "Example", examplePropsFromContext(app.node));
+  const template = Template.fromStack(stack);
+  return { stack, template, all: template.toJSON().Resources as Record<string, Resource> };
+}
+
+const ofType = (all: Record<string, Resource>, type: string) =>
+  Object.entries(all).filter(([, resource]) => resource.Type === type);
+
+function functionEnv(all: Record<string, Resource>, description: RegExp): Record<string, unknown> {
+  const found = ofType(all, "AWS::Lambda::Function").find(([, r]) =>
+    description.test(String(r.Properties?.Description)),
+  );
+  return (found?.[1].Properties?.Environment as { Variables: Record<string, unknown> }).Variables;
+}
+
+describe("the relay's and the purge's logins", () => {
+  const { all, template, stack } = example();
+  const logins = ofType(all, "AWS::SecretsManager::Secret").filter(([id]) => /LoginSecret/.test(id));
+  const attachments = ofType(all, "AWS::SecretsManager::SecretTargetAttachment").filter(([id]) =>
+    /LoginSecret/.test(id),
+  );
+  const attachmentOf = (job: string) => attachments.find(([id]) => id.includes(job))?.[0] as string;
+  const [[migrations]] = ofType(all, "Custom::OutboxMigrations") as [[string, Resource]];
+
+  it("are two generated secrets, each naming its user and the master secret, attached to the cluster", () => {
+    expect(logins.map(([id]) => id.replace(/[0-9A-F]{8}$/, ""))).toEqual([
+      "OutboxRelayLoginSecret",
+      "OutboxPurgeLoginSecret",
+    ]);
+    for (const [, secret] of logins) {
+      const generate = secret.Properties?.GenerateSecretString as { SecretStringTemplate: unknown };
+      expect(JSON.stringify(generate.SecretStringTemplate)).toMatch(/username.*_(relay|purge)_[0-9a-f]{8}/);
+      expect(JSON.stringify(generate.SecretStringTemplate)).toContain("masterarn");
+    }
+    expect(attachments).toHaveLength(2);
+    for (const [, attachment] of attachments) {
+      expect(attachment.Properties?.TargetType).toBe("AWS::RDS::DBCluster");
+    }
+  });
+
+  it("are what the relay and the purge connect with, and what the migrate Lambda makes logins from", () => {
+    expect(functionEnv(all, /^Outbox relay/).DATABASE_SECRET_ARN).toEqual({ Ref: attachmentOf("Relay") });
+    expect(functionEnv(all, /^Outbox purge/).DATABASE_SECRET_ARN).toEqual({ Ref: attachmentOf("Purge") });
+    const migrate = functionEnv(all, /^Outbox migrations/);
+    expect(migrate.OUTBOX_RELAY_LOGIN_SECRET_ARN).toEqual({ Ref: attachmentOf("Relay") });
+    expect(migrate.OUTBOX_PURGE_LOGIN_SECRET_ARN).toEqual({ Ref: attachmentOf("Purge") });
+    // The migrations still run as the master user.
+    expect(migrate.DATABASE_SECRET_ARN).not.toEqual({ Ref: attachmentOf("Relay") });
+  });
+
+  it("let each function read its own secret only", () => {
+    const reads = identityStatements(template).filter(({ statement }) =>
+      JSON.stringify(statement.Action).includes("secretsmanager:GetSecretValue"),
+    );
+    const readsOf = (role: RegExp) =>
+      reads.filter(({ source }) => role.test(source)).flatMap(({ statement }) => [statement.Resource].flat());
+    expect(readsOf(/^OutboxRelayRole/)).toEqual([{ Ref: attachmentOf("Relay") }]);
+    expect(readsOf(/^OutboxPurgeRole/)).toEqual([{ Ref: attachmentOf("Purge") }]);
+    expect(readsOf(/^OutboxMigrateRole/)).toHaveLength(3);
+  });
+
+  it("rotate with AWS's multi-user rotation, each schedule created after the migrations made its login", () => {
+    const schedules = ofType(all, "AWS::SecretsManager::RotationSchedule").filter(([id]) =>
+      /LoginSecret/.test(id),
+    );
+    expect(schedules).toHaveLength(2);
+    for (const [, schedule] of schedules) expect(schedule.DependsOn).toContain(migrations);
+    const applications = ofType(all, "AWS::Serverless::Application").map(([, r]) =>
+      JSON.stringify(r.Properties),
+    );
+    expect(applications.filter((app) => app.includes("masterSecretArn"))).toHaveLength(2);
+    expect(JSON.stringify(template.toJSON().Mappings)).toContain(
+      "SecretsManagerRDSPostgreSQLRotationMultiUser",
+    );
+  });
+
+  it("pass cdk-nag, with rotation and without", () => {
+    expect(nagFindings(stack)).toEqual([]);
+    expect(nagFindings(example({ secretRotation: "false" }).stack)).toEqual([]);
+  });
+});
