@@ -183,7 +183,7 @@ describe("the migrations custom resource creates the relay's and the purge's log
       "update outbox_events set processed_at = now() - interval '400 hours' where id = any($1::uuid[])",
       [ids],
     );
-    const pending = (await enqueue(db.pool, [anEvent()])).map((row) => row.id);
+    const pending = (await enqueueCommitted(db.pool, [anEvent()])).map((row) => row.id);
     const purgePool = await poolOf(purgeArn, `purge-${suffix}`);
     const purged = await runPurge(
       { pool: purgePool, deadline: Date.now() + 60_000 },
@@ -200,7 +200,7 @@ describe("the migrations custom resource creates the relay's and the purge's log
 
   it("the relay follows a multi-user rotation to <user>_clone, and a later deploy changes no password", async () => {
     const relayPool = await poolOf(relayArn, `rotated-${suffix}`);
-    const first = (await enqueue(db.pool, [anEvent()])).map((row) => row.id);
+    const first = (await enqueueCommitted(db.pool, [anEvent()])).map((row) => row.id);
     await drain(relayPool);
     expect(await processed(first)).toBe(1);
 
@@ -216,14 +216,14 @@ describe("the migrations custom resource creates the relay's and the purge's log
     );
     await db.pool.query(`alter role ${quoteRole(relayUser)} password 'the-next-rotation'`);
 
-    const rotated = (await enqueue(db.pool, [anEvent(), anEvent()])).map((row) => row.id);
+    const rotated = (await enqueueCommitted(db.pool, [anEvent(), anEvent()])).map((row) => row.id);
     await drain(relayPool);
     expect(await processed(rotated)).toBe(2);
     expect(await sessionUsers(`rotated-${suffix}`)).toContain(clone);
 
     // The next deploy's migrations find the clone in the secret: it exists, so its password is left alone.
     await runMigrations("Update");
-    const later = (await enqueue(db.pool, [anEvent()])).map((row) => row.id);
+    const later = (await enqueueCommitted(db.pool, [anEvent()])).map((row) => row.id);
     const fresh = await poolOf(relayArn, `after-deploy-${suffix}`);
     await drain(fresh);
     expect(await processed(later)).toBe(1);

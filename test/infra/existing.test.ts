@@ -38,10 +38,21 @@ function importedCluster(stack: Stack, secret?: secretsmanager.ISecret) {
   });
 }
 
+const environments = (template: Template) =>
+  Object.values(template.findResources("AWS::Lambda::Function")).map(
+    (fn) => fn.Properties.Environment?.Variables as Record<string, unknown> | undefined,
+  );
 const relayEnvironment = (template: Template) =>
-  Object.values(template.findResources("AWS::Lambda::Function"))
-    .map((fn) => fn.Properties.Environment?.Variables as Record<string, unknown> | undefined)
-    .filter((variables) => variables?.OUTBOX_QUEUE_URL !== undefined);
+  environments(template).filter((variables) => variables?.OUTBOX_QUEUE_URL !== undefined);
+/** The relay runs as its own login (a secret the construct creates), the migrations as the given secret's user. */
+const loginSecret = { Ref: Match.stringLikeRegexp("^OutboxRelayLoginSecretAttachment") };
+const expectMigrationsSecret = (template: Template, secretArn: unknown) =>
+  expect(environments(template)).toContainEqual(
+    expect.objectContaining({
+      DATABASE_SECRET_ARN: secretArn,
+      OUTBOX_RELAY_LOGIN_SECRET_ARN: expect.anything(),
+    }),
+  );
 
 describe("OutboxRelay against an existing database", () => {
   it("an imported cluster: its port opened to the Lambdas' group, the secret given beside it", () => {
@@ -59,7 +70,12 @@ describe("OutboxRelay against an existing database", () => {
         "Fn::GetAtt": [Match.stringLikeRegexp("^OutboxFunctionsSecurityGroup"), "GroupId"],
       },
     });
-    expect(relayEnvironment(t)).toEqual([expect.objectContaining({ DATABASE_SECRET_ARN: SECRET_ARN })]);
+    t.hasResourceProperties("AWS::Lambda::Function", {
+      Environment: {
+        Variables: Match.objectLike({ OUTBOX_QUEUE_URL: Match.anyValue(), DATABASE_SECRET_ARN: loginSecret }),
+      },
+    });
+    expectMigrationsSecret(t, SECRET_ARN);
   });
 
   it("the secret defaults to the one the imported cluster's attributes name", () => {
@@ -70,9 +86,7 @@ describe("OutboxRelay against an existing database", () => {
       ),
     }));
     expect(outbox.databaseSecret.secretArn).toBe(SECRET_ARN);
-    expect(relayEnvironment(template())).toEqual([
-      expect.objectContaining({ DATABASE_SECRET_ARN: SECRET_ARN }),
-    ]);
+    expectMigrationsSecret(template(), SECRET_ARN);
   });
 
   it("a cluster created in the same app: its generated secret, and the migrations wait for cluster and writer", () => {
@@ -87,10 +101,14 @@ describe("OutboxRelay against an existing database", () => {
       }),
     }));
     const t = template();
-    const [secretAttachment] = Object.keys(t.findResources("AWS::SecretsManager::SecretTargetAttachment"));
-    expect(relayEnvironment(t)).toEqual([
-      expect.objectContaining({ DATABASE_SECRET_ARN: { Ref: secretAttachment } }),
-    ]);
+    const attachments = Object.keys(t.findResources("AWS::SecretsManager::SecretTargetAttachment"));
+    const master = attachments.find((id) => id.startsWith("DatabaseSecretAttachment"));
+    expectMigrationsSecret(t, { Ref: master });
+    t.hasResourceProperties("AWS::Lambda::Function", {
+      Environment: {
+        Variables: Match.objectLike({ OUTBOX_QUEUE_URL: Match.anyValue(), DATABASE_SECRET_ARN: loginSecret }),
+      },
+    });
     const migrations = Object.values(t.findResources("Custom::OutboxMigrations"))[0];
     const [cluster] = Object.keys(t.findResources("AWS::RDS::DBCluster"));
     const [writer] = Object.keys(t.findResources("AWS::RDS::DBInstance"));
