@@ -250,6 +250,48 @@ describe("RelayMetrics", () => {
     ]);
   });
 
+  it("behind a route table, writes EventsPublished and PublishFailures per destination, zeros kept once seen", () => {
+    let clock = 0;
+    const recorder = new RelayMetrics(metrics, { flushIntervalMs: 10, now: () => clock });
+    recorder.recordRound(
+      round({
+        claimed: 4,
+        published: 3,
+        failed: 1,
+        destinations: {
+          "sqs-fifo:orders.fifo": { published: 2, failed: 0 },
+          "kinesis:clicks": { published: 1, failed: 1 },
+        },
+      }),
+    );
+    clock = 20;
+    recorder.recordRound(round({ destinations: {} })); // the next window: nothing happened
+    recorder.finish();
+    metrics.publishStoredMetrics();
+
+    const perDestination = stdout
+      .emf()
+      .filter((line) => line.dimensions[0]?.includes("destination"))
+      .map((line) => [line.fields.destination, Object.keys(line.values)[0], Object.values(line.values)[0]]);
+    expect(perDestination).toEqual([
+      ["sqs-fifo:orders.fifo", "EventsPublished", [2]],
+      ["sqs-fifo:orders.fifo", "PublishFailures", [0]],
+      ["kinesis:clicks", "EventsPublished", [1]],
+      ["kinesis:clicks", "PublishFailures", [1]],
+      ["sqs-fifo:orders.fifo", "EventsPublished", [0]],
+      ["sqs-fifo:orders.fifo", "PublishFailures", [0]],
+      ["kinesis:clicks", "EventsPublished", [0]],
+      ["kinesis:clicks", "PublishFailures", [0]],
+    ]);
+    // The totals are unchanged: one line per window, without the dimension.
+    expect(
+      allValues(
+        stdout.emf().filter((line) => !line.dimensions[0]?.includes("destination")),
+        "EventsPublished",
+      ),
+    ).toEqual([3, 0]);
+  });
+
   it("takes the eventType bound from RELAY_METRICS_EVENT_TYPES (default 10), naming the variable when wrong", () => {
     expect(relayMetricsOptionsFromEnv({})).toEqual({ maxEventTypes: 10 });
     expect(relayMetricsOptionsFromEnv({ RELAY_METRICS_EVENT_TYPES: "0" })).toEqual({ maxEventTypes: 0 });

@@ -5,6 +5,7 @@ import type {
   Prepared,
   PublishResult,
 } from "../../functions/shared/destinations/destination.ts";
+import { routingDestination } from "../../functions/shared/destinations/routing/router.ts";
 import { publishRows } from "../../functions/shared/relay/publisher.ts";
 
 /**
@@ -127,5 +128,51 @@ describe("publishRows", () => {
     await publishRows(destination, rows, { concurrency: 3 });
 
     expect(maxInFlight()).toBe(3);
+  });
+});
+
+describe("publishRows behind a router (destinations/routing/router.ts)", () => {
+  it("never mixes destinations in one request, each packed with its own limits", async () => {
+    const small = recorder({ maxBatchEntries: 2 });
+    const large = recorder({ maxBatchEntries: 10 });
+    const router = routingDestination([
+      { match: { aggregateType: ["order"] }, destination: small.destination },
+      { match: { aggregateType: ["cart"] }, destination: large.destination },
+    ]);
+    const rows = Array.from({ length: 10 }, (_, i) =>
+      row(`r${i}`, `agg-${i}`, i + 1, i % 2 === 0 ? "order" : "cart"),
+    );
+
+    const results = await publishRows(router, rows, { concurrency: 4 });
+
+    expect(results.every((result) => result.status === "published")).toBe(true);
+    expect(small.requests).toEqual([["r0", "r2"], ["r4", "r6"], ["r8"]]);
+    expect(large.requests).toEqual([["r1", "r3", "r5", "r7", "r9"]]);
+  });
+
+  it("holds a group's later events after its first failed, even those routed to another destination", async () => {
+    const failing = recorder({ failing: ["g1"] });
+    const healthy = recorder();
+    const router = routingDestination([
+      { match: { aggregateType: ["order"] }, destination: failing.destination },
+      { match: { aggregateType: ["payment"] }, destination: healthy.destination },
+    ]);
+    const rows = [
+      row("g1", "shared", 1, "order"),
+      row("g2", "shared", 2, "payment"),
+      row("g3", "shared", 3, "order"),
+      row("other", "elsewhere", 4, "payment"),
+    ];
+
+    const results = await publishRows(router, rows, { concurrency: 4 });
+
+    const status = new Map(results.map((result) => [result.row.id, result.status]));
+    expect(Object.fromEntries(status)).toEqual({
+      g1: "unsent",
+      g2: "held",
+      g3: "held",
+      other: "published",
+    });
+    expect(healthy.requests).toEqual([["other"]]);
   });
 });

@@ -1,10 +1,17 @@
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import { KinesisClient } from "@aws-sdk/client-kinesis";
+import { SNSClient } from "@aws-sdk/client-sns";
 import { SQSClient } from "@aws-sdk/client-sqs";
+import { NodeHttpHandler } from "@smithy/node-http-handler";
 import { awsHttpOptions } from "../util/awsClient.ts";
 import type { Destination } from "./destination.ts";
 import { eventBridgeDestination, eventBridgeMaxRequestBytes } from "./eventBridge/eventBridge.ts";
+import { kinesisDestination } from "./kinesis/kinesis.ts";
+import { routingDestination } from "./routing/router.ts";
 import type { DestinationSetting } from "./setting.ts";
-import { sqsFifoDestination } from "./sqs/sqsFifo.ts";
+import { snsDestination } from "./sns/sns.ts";
+import { sqsFifoDestination, sqsStandardDestination } from "./sqs/sqsFifo.ts";
+import type { TargetSetting } from "./targets.ts";
 
 export interface DestinationClientOptions {
   /**
@@ -15,7 +22,10 @@ export interface DestinationClientOptions {
   sockets: number;
   /** One request's timeout (the round's publish timeout). */
   requestTimeoutMs: number;
-  /** An emulator's URL; default: the SDK's (AWS_ENDPOINT_URL_SQS / _EVENTBRIDGE / AWS_ENDPOINT_URL, or AWS). */
+  /**
+   * An emulator's URL, for every service; default: the SDK's (AWS_ENDPOINT_URL_SQS / _SNS / _KINESIS /
+   * _EVENTBRIDGE / AWS_ENDPOINT_URL, or AWS).
+   */
   endpoint?: string;
   region?: string;
   credentials?: { accessKeyId: string; secretAccessKey: string };
@@ -28,41 +38,119 @@ export interface CreatedDestination {
 }
 
 /**
- * Builds the client and the destination a setting names; call it once per container or process. The SDK's own
+ * Builds the clients and the destination a setting names; call it once per container or process. The SDK's own
  * retries are kept short: the relay's backoff, not the SDK's, decides when a failed row is tried again. The
  * agent gets a socket per request in flight, and SQS's per-body MD5 check is off: TLS already guarantees integrity, and it cost ~5-8 us of the
- * relay's ~55 us of CPU per event (bench, docs/benchmarks.md).
+ * relay's ~55 us of CPU per event (bench, docs/benchmarks.md). A route table gets one client per service it
+ * uses, shared by its routes, and one destination per distinct place.
  */
 export function createDestination(
   setting: DestinationSetting,
   options: DestinationClientOptions,
 ): CreatedDestination {
-  const common = {
-    maxAttempts: 3,
-    // A connect timeout, and a request timeout that throws (not only warns) and also bounds a silent socket.
-    requestHandler: awsHttpOptions({ requestTimeoutMs: options.requestTimeoutMs, sockets: options.sockets }),
-    ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
-    ...(options.region === undefined ? {} : { region: options.region }),
-    ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
+  const clients = new Clients(options);
+  const build = (target: TargetSetting): Destination => {
+    switch (target.kind) {
+      case "eventbridge":
+        // 1 MB per request in the `aws` partition, 256 KB where the partition's documentation still says so.
+        return eventBridgeDestination(clients.eventBridge(), {
+          ...target,
+          maxRequestBytes: eventBridgeMaxRequestBytes(
+            target.eventBusName,
+            options.region ?? process.env.AWS_REGION,
+          ),
+        });
+      case "sqs-fifo":
+      case "sqs": {
+        const queue = {
+          queueUrl: target.queueUrl,
+          maxMessageBytes: target.maxMessageBytes,
+          ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
+        };
+        return target.kind === "sqs-fifo"
+          ? sqsFifoDestination(clients.sqs(), queue)
+          : sqsStandardDestination(clients.sqs(), queue);
+      }
+      case "sns-fifo":
+      case "sns":
+        return snsDestination(clients.sns(), {
+          topicArn: target.topicArn,
+          fifo: target.kind === "sns-fifo",
+          maxMessageBytes: target.maxMessageBytes,
+        });
+      case "kinesis":
+        return kinesisDestination(clients.kinesis(), { stream: target.stream });
+    }
   };
-  if (setting.kind === "eventbridge") {
-    const client = new EventBridgeClient(common);
-    // 1 MB per request in the `aws` partition, 256 KB where the partition's documentation still says so.
-    const maxRequestBytes = eventBridgeMaxRequestBytes(
-      setting.eventBusName,
-      options.region ?? process.env.AWS_REGION,
-    );
-    return {
-      destination: eventBridgeDestination(client, { ...setting, maxRequestBytes }),
-      destroy: () => client.destroy(),
+  if (setting.kind !== "routes") {
+    return { destination: build(setting), destroy: () => clients.destroy() };
+  }
+  // One destination per distinct place, so routes to one queue share its lane (and its requests).
+  const places = new Map<string, Destination>();
+  const place = (target: TargetSetting) => {
+    const key = JSON.stringify(target);
+    const known = places.get(key);
+    if (known !== undefined) return known;
+    const created = build(target);
+    places.set(key, created);
+    return created;
+  };
+  const routes = setting.routes.map((route) => ({
+    match: route.match,
+    destination: place(route.destination),
+  }));
+  const fallback = setting.fallback === undefined ? undefined : place(setting.fallback);
+  return { destination: routingDestination(routes, fallback), destroy: () => clients.destroy() };
+}
+
+/** One SDK client per service, made when first needed, all with the same bounds. */
+class Clients {
+  readonly #common;
+  #sqs: SQSClient | undefined;
+  #sns: SNSClient | undefined;
+  #kinesis: KinesisClient | undefined;
+  #eventBridge: EventBridgeClient | undefined;
+
+  constructor(options: DestinationClientOptions) {
+    this.#common = {
+      maxAttempts: 3,
+      // A connect timeout, and a request timeout that throws (not only warns) and also bounds a silent socket.
+      requestHandler: awsHttpOptions({
+        requestTimeoutMs: options.requestTimeoutMs,
+        sockets: options.sockets,
+      }),
+      ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
+      ...(options.region === undefined ? {} : { region: options.region }),
+      ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
     };
   }
-  const client = new SQSClient({ ...common, md5: false });
-  return {
-    destination: sqsFifoDestination(client, {
-      ...setting,
-      ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
-    }),
-    destroy: () => client.destroy(),
-  };
+
+  sqs(): SQSClient {
+    this.#sqs ??= new SQSClient({ ...this.#common, md5: false });
+    return this.#sqs;
+  }
+
+  sns(): SNSClient {
+    this.#sns ??= new SNSClient(this.#common);
+    return this.#sns;
+  }
+
+  kinesis(): KinesisClient {
+    // Kinesis's client defaults to HTTP/2 (for SubscribeToShard), which ignores the agents' socket sizing and
+    // cannot reach an emulator over plain http: PutRecords is an ordinary request, sent over HTTP/1.1 like the rest.
+    this.#kinesis ??= new KinesisClient({
+      ...this.#common,
+      requestHandler: new NodeHttpHandler(this.#common.requestHandler),
+    });
+    return this.#kinesis;
+  }
+
+  eventBridge(): EventBridgeClient {
+    this.#eventBridge ??= new EventBridgeClient(this.#common);
+    return this.#eventBridge;
+  }
+
+  destroy(): void {
+    for (const client of [this.#sqs, this.#sns, this.#kinesis, this.#eventBridge]) client?.destroy();
+  }
 }

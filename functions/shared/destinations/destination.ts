@@ -40,9 +40,9 @@ export interface Prepared<Message> {
  * another, held rows after a failure: publisher.ts); a destination only knows its API and its limits.
  */
 export interface Destination<Message = unknown> {
-  /** For logs and metrics: `sqs-fifo` or `eventbridge`. */
-  readonly kind: "sqs-fifo" | "eventbridge";
-  /** The queue URL or the bus name/ARN, for logs. */
+  /** For logs and metrics: what kind of place this is (`routes`: a router over several, routing/router.ts). */
+  readonly kind: DestinationKind;
+  /** The queue URL, topic ARN, stream, or bus name/ARN, for logs. */
   readonly target: string;
   /** Entries one request may carry. */
   readonly maxBatchEntries: number;
@@ -69,6 +69,26 @@ export interface Destination<Message = unknown> {
    * relay may not ask. Absent where there is nothing to ask.
    */
   check?(timeoutMs: number): Promise<DestinationCheck>;
+  /**
+   * When one destination stands for several (a router), the request a prepared message belongs to and that
+   * request's limits: the publisher packs each channel's messages into requests of their own, so one request
+   * never mixes destinations. Absent: every message shares one channel with the limits above.
+   */
+  channelOf?(message: Prepared<Message>): RequestChannel;
+  /**
+   * The name of the place one row goes to, for the round report's per-destination counts and the metrics'
+   * `destination` dimension (a router: the matched route's destination, or `none`). Absent: one place only.
+   */
+  destinationOf?(row: ClaimedRow): string;
+}
+
+export type DestinationKind = "sqs-fifo" | "sqs" | "sns-fifo" | "sns" | "kinesis" | "eventbridge" | "routes";
+
+/** The requests of one destination behind a router: a key and the limits of one of its requests. */
+export interface RequestChannel {
+  id: string;
+  maxBatchEntries: number;
+  maxBatchBytes: number;
 }
 
 export type DestinationCheck = { verified: true } | { verified: false; reason: string };

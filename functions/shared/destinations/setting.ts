@@ -1,30 +1,40 @@
-import { ConfigError, ValidationError } from "../outbox/errors.ts";
+import { ConfigError } from "../outbox/errors.ts";
 import type { Env } from "../util/env.ts";
 import { integerSetting, isSet, readInteger, readText, textSetting } from "../util/settings.ts";
-import { checkSource, DEFAULT_EVENT_SOURCE } from "./eventBridge/eventBridge.ts";
+import { DEFAULT_EVENT_SOURCE } from "./eventBridge/eventBridge.ts";
+import { parseRoutes, type RouteSetting } from "./routing/routes.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "./sqs/limits.ts";
-import { isQueueUrl } from "./sqs/queueUrl.ts";
+import {
+  type EventBridgeSetting,
+  eventBridgeSetting,
+  type SqsFifoSetting,
+  sqsFifoSetting,
+  targetAddress,
+  targetName,
+} from "./targets.ts";
 
-export interface SqsFifoSetting {
-  kind: "sqs-fifo";
-  queueUrl: string;
-  /** The queue's MaximumMessageSize (RELAY_MAX_MESSAGE_BYTES). */
-  maxMessageBytes: number;
+export {
+  type EventBridgeSetting,
+  eventBridgeSetting,
+  type SqsFifoSetting,
+  sqsFifoSetting,
+} from "./targets.ts";
+
+/**
+ * A route table (OUTBOX_ROUTES): each event goes to the first route that matches it, else to the default (the
+ * queue or bus of OUTBOX_QUEUE_URL / OUTBOX_EVENT_BUS_NAME, optional here), else it is dead-lettered "no route".
+ */
+export interface RoutesSetting {
+  kind: "routes";
+  routes: RouteSetting[];
+  fallback?: SqsFifoSetting | EventBridgeSetting;
 }
 
-export interface EventBridgeSetting {
-  kind: "eventbridge";
-  /** A bus name, or a bus ARN (another account's bus). */
-  eventBusName: string;
-  source: string;
-}
-
-/** Where one relay (one outbox table) publishes: exactly one SQS FIFO queue or one EventBridge bus. */
-export type DestinationSetting = SqsFifoSetting | EventBridgeSetting;
-
-/** A bus name (letters, digits, `.`, `-`, `_`, `/`; 1-256) or a bus ARN, e.g. another account's bus. */
-const BUS_NAME = /^[/.\-_A-Za-z0-9]{1,256}$/;
-const BUS_ARN = /^arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus\/[/.\-_A-Za-z0-9]{1,256}$/;
+/**
+ * Where one relay (one outbox table) publishes: one SQS FIFO queue, one EventBridge bus, or a route table over
+ * several places.
+ */
+export type DestinationSetting = SqsFifoSetting | EventBridgeSetting | RoutesSetting;
 
 /**
  * Where the relay publishes, as its environment says: exactly one of the queue and the bus, each with the one
@@ -48,6 +58,13 @@ export const DESTINATION_SETTINGS = {
     default: undefined,
     doc: "the EventBridge bus (name or ARN) the relay publishes to (or OUTBOX_QUEUE_URL, not both)",
   }),
+  routes: textSetting({
+    env: "OUTBOX_ROUTES",
+    default: undefined,
+    doc:
+      "a JSON route table: events go to the first route that matches their aggregate and event type, else to " +
+      "OUTBOX_QUEUE_URL / OUTBOX_EVENT_BUS_NAME (optional with routes), else are dead-lettered (docs/routing.md)",
+  }),
   eventSource: textSetting({
     env: "OUTBOX_EVENT_SOURCE",
     default: DEFAULT_EVENT_SOURCE,
@@ -60,8 +77,31 @@ export const DESTINATION_SETTINGS = {
  * `OUTBOX_EVENT_BUS_NAME` (EventBridge, with the optional `OUTBOX_EVENT_SOURCE`). Exactly one of the two must be
  * set: both is ambiguous and neither publishes nowhere, so each is a configuration error that names them, at
  * cold start. A setting that applies only to the other destination is an error too, not silently ignored.
+ * With `OUTBOX_ROUTES`, the route table (routing/routes.ts, refused at cold start when malformed) and the queue
+ * or bus, now optional, as the default for events no route matches.
  */
 export function destinationSettingFromEnv(env: Env): DestinationSetting {
+  const routes = readText(env, DESTINATION_SETTINGS.routes);
+  if (routes === undefined) return defaultDestinationFromEnv(env);
+  const table = parseRoutes(routes, DESTINATION_SETTINGS.routes.env);
+  const { queueUrl, eventBusName } = DESTINATION_SETTINGS;
+  const hasDefault = readText(env, queueUrl) !== undefined || readText(env, eventBusName) !== undefined;
+  if (!hasDefault) {
+    for (const row of [DESTINATION_SETTINGS.maxMessageBytes, DESTINATION_SETTINGS.eventSource]) {
+      if (isSet(env, row)) {
+        throw new ConfigError(
+          `${row.env} applies only to the default destination (${queueUrl.env} / ${eventBusName.env}), ` +
+            "which is not set; a route takes its own options",
+        );
+      }
+    }
+    return { kind: "routes", routes: table };
+  }
+  return { kind: "routes", routes: table, fallback: defaultDestinationFromEnv(env) };
+}
+
+/** The one queue or bus of OUTBOX_QUEUE_URL / OUTBOX_EVENT_BUS_NAME (exactly one must be set). */
+function defaultDestinationFromEnv(env: Env): SqsFifoSetting | EventBridgeSetting {
   const {
     queueUrl: queue,
     eventBusName: bus,
@@ -87,7 +127,7 @@ export function destinationSettingFromEnv(env: Env): DestinationSetting {
   if (queueUrl === undefined) {
     throw new ConfigError(
       `neither ${queue.env} nor ${bus.env} is set; set exactly one: the SQS FIFO queue or the ` +
-        "EventBridge bus this relay publishes to",
+        `EventBridge bus this relay publishes to (or ${DESTINATION_SETTINGS.routes.env}, a route table)`,
     );
   }
   if (isSet(env, source)) {
@@ -96,47 +136,12 @@ export function destinationSettingFromEnv(env: Env): DestinationSetting {
   return sqsFifoSetting(queueUrl, readInteger(env, size), queue.env);
 }
 
-export function sqsFifoSetting(
-  queueUrl: string,
-  maxMessageBytes: number = SQS_MAX_MESSAGE_BYTES,
-  variable = "queueUrl",
-): SqsFifoSetting {
-  if (!isQueueUrl(queueUrl)) {
-    throw new ConfigError(
-      `${variable} must be an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>.fifo), got ${JSON.stringify(queueUrl)}`,
-    );
-  }
-  return { kind: "sqs-fifo", queueUrl, maxMessageBytes };
-}
-
-export function eventBridgeSetting(
-  eventBusName: string,
-  source: string = DEFAULT_EVENT_SOURCE,
-  busVariable = "eventBusName",
-  sourceVariable = "source",
-): EventBridgeSetting {
-  if (!BUS_NAME.test(eventBusName) && !BUS_ARN.test(eventBusName)) {
-    throw new ConfigError(
-      `${busVariable} must be an event bus name (1-256 of letters, digits, . - _ /) or an event bus ARN ` +
-        `(arn:aws:events:<region>:<account>:event-bus/<name>), got ${JSON.stringify(eventBusName)}`,
-    );
-  }
-  try {
-    checkSource(source);
-  } catch (error) {
-    if (error instanceof ValidationError) {
-      throw new ConfigError(`${sourceVariable}: ${error.message.replace(/^source: /, "")}`, {
-        cause: error,
-      });
-    }
-    throw error;
-  }
-  return { kind: "eventbridge", eventBusName, source };
-}
-
-/** For logs and error messages: the queue URL or the bus. */
+/** For logs and error messages: the queue URL, the bus, or the routes' places. */
 export function describeDestination(setting: DestinationSetting): string {
-  return setting.kind === "sqs-fifo"
-    ? `SQS queue ${setting.queueUrl}`
-    : `EventBridge bus ${setting.eventBusName}`;
+  if (setting.kind === "sqs-fifo") return `SQS queue ${setting.queueUrl}`;
+  if (setting.kind === "eventbridge") return `EventBridge bus ${setting.eventBusName}`;
+  const places = [...new Set(setting.routes.map((route) => targetName(route.destination)))];
+  const fallback =
+    setting.fallback === undefined ? "no default" : `default ${targetAddress(setting.fallback)}`;
+  return `${setting.routes.length} route(s) to ${places.join(", ")}; ${fallback}`;
 }

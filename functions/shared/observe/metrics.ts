@@ -16,6 +16,12 @@ import type { OutboxSnapshot } from "./sql/outboxSnapshot.ts";
 /** The extra dimension of the per-event-type PublishFailures. */
 export const EVENT_TYPE_DIMENSION = "eventType";
 
+/**
+ * The extra dimension of the per-destination EventsPublished and PublishFailures, behind a route table: the
+ * destination's name (`sqs-fifo:orders.fifo`, `kinesis:clicks`, `none` for events no route takes).
+ */
+export const DESTINATION_DIMENSION = "destination";
+
 /** The eventType value under which the failures of the types beyond the top N are summed. */
 export const OTHER_EVENT_TYPES = "other";
 
@@ -116,6 +122,8 @@ export class RelayMetrics {
   /** Events failed to publish (not dead letters) and nothing published since: they wait in backoff. */
   #awaitingRetry = false;
   readonly #failuresByType = new Map<string, number>();
+  /** Per destination behind a router; a destination seen once keeps a line (zeros included) every window. */
+  readonly #byDestination = new Map<string, { published: number; failed: number }>();
   #timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(metrics: Metrics, options: RelayMetricsOptions = {}) {
@@ -141,6 +149,12 @@ export class RelayMetrics {
     for (const event of report.publishedEvents) this.#lag.offer(event.lagMs);
     for (const event of report.failedEvents) {
       this.#failuresByType.set(event.eventType, (this.#failuresByType.get(event.eventType) ?? 0) + 1);
+    }
+    for (const [name, counts] of Object.entries(report.destinations ?? {})) {
+      const window = this.#byDestination.get(name) ?? { published: 0, failed: 0 };
+      window.published += counts.published;
+      window.failed += counts.failed;
+      this.#byDestination.set(name, window);
     }
     this.#flushIfDue();
   }
@@ -228,6 +242,22 @@ export class RelayMetrics {
         .singleMetric()
         .addDimension(EVENT_TYPE_DIMENSION, eventType)
         .addMetric(METRIC.publishFailures, MetricUnit.Count, failures);
+    }
+    // Lines of their own (a single metric writes one line per value: one metric per EMF event, far below its 100),
+    // two per destination (a route table has at most MAX_ROUTES + 1 of them, plus `none`); zeros kept, so an alarm
+    // on one destination sees 0 rather than missing data.
+    for (const [name, counts] of this.#byDestination) {
+      for (const [metric, value] of [
+        [METRIC.eventsPublished, counts.published],
+        [METRIC.publishFailures, counts.failed],
+      ] as const) {
+        this.#metrics
+          .singleMetric()
+          .addDimension(DESTINATION_DIMENSION, name)
+          .addMetric(metric, MetricUnit.Count, value);
+      }
+      counts.published = 0;
+      counts.failed = 0;
     }
     this.#metrics.addMetric(METRIC.eventsPublished, MetricUnit.Count, this.#published);
     this.#metrics.addMetric(METRIC.publishFailures, MetricUnit.Count, this.#failed);

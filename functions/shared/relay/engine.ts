@@ -91,6 +91,16 @@ export interface RoundReport {
   failedEvents: { eventType: string; deadLettered: boolean }[];
   /** The error of this round's last failed event, if one failed: what a failed invocation names as its cause. */
   lastPublishError?: string;
+  /**
+   * Behind a router (destinations/routing/): published and failed events per destination name
+   * (`sqs-fifo:orders.fifo`, `none` for events no route takes). Absent with a single destination.
+   */
+  destinations?: Record<string, DestinationCounts>;
+}
+
+export interface DestinationCounts {
+  published: number;
+  failed: number;
 }
 
 export interface RelayDeps {
@@ -344,7 +354,16 @@ export async function relayRound(
       );
       const report = emptyReport(0);
       report.claimed = rows.length;
+      const destinationOf = deps.destination.destinationOf?.bind(deps.destination);
+      const perDestination: Record<string, DestinationCounts> = {};
       for (const result of results) {
+        if (destinationOf !== undefined && result.status !== "held") {
+          const name = destinationOf(result.row);
+          const counts = perDestination[name] ?? { published: 0, failed: 0 };
+          perDestination[name] = counts;
+          if (result.status === "published") counts.published++;
+          else counts.failed++;
+        }
         if (result.status === "published") {
           report.published++;
           report.publishedEvents.push({
@@ -359,9 +378,10 @@ export async function relayRound(
           if (dead) report.deadLettered++;
           report.failedEvents.push({ eventType: result.row.event_type, deadLettered: dead });
           report.lastPublishError = result.error;
-          logFailure(deps.logger, result, dead);
+          logFailure(deps.logger, result, dead, destinationOf?.(result.row));
         }
       }
+      if (destinationOf !== undefined) report.destinations = perDestination;
       return report;
     },
     bounds,
@@ -451,9 +471,15 @@ function delayedTooLong(row: ClaimedRow): PublishResult {
   return { row, status: "rejected", error, permanent: true };
 }
 
-function logFailure(logger: Logger | undefined, result: PublishResult, deadLettered: boolean) {
+function logFailure(
+  logger: Logger | undefined,
+  result: PublishResult,
+  deadLettered: boolean,
+  destination: string | undefined,
+) {
   if (result.status === "published" || result.status === "held") return;
   const fields = {
+    ...(destination === undefined ? {} : { destination }),
     eventId: result.row.id,
     eventType: result.row.event_type,
     aggregateType: result.row.aggregate_type,

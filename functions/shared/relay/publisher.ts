@@ -1,4 +1,10 @@
-import type { Destination, LoadedRow, Prepared, PublishResult } from "../destinations/destination.ts";
+import type {
+  Destination,
+  LoadedRow,
+  Prepared,
+  PublishResult,
+  RequestChannel,
+} from "../destinations/destination.ts";
 import type { ClaimedRow } from "../outbox/row.ts";
 import { mapConcurrent } from "../util/concurrency.ts";
 
@@ -66,15 +72,31 @@ function aggregateKey(row: ClaimedRow): string {
   return row.aggregate_id;
 }
 
-/** Splits one wave into requests within the destination's entry and byte limits. */
+/**
+ * Splits one wave into requests within the destination's entry and byte limits. Behind a router, each channel
+ * (one destination) is packed on its own with its own limits: a request never mixes destinations.
+ */
 function packRequests<Message>(destination: Destination<Message>, messages: readonly Prepared<Message>[]) {
+  const channelOf = destination.channelOf?.bind(destination);
+  if (channelOf === undefined) return packChannel(destination, messages);
+  const channels = new Map<string, { channel: RequestChannel; messages: Prepared<Message>[] }>();
+  for (const message of messages) {
+    const channel = channelOf(message);
+    const entry = channels.get(channel.id) ?? { channel, messages: [] };
+    entry.messages.push(message);
+    channels.set(channel.id, entry);
+  }
+  return [...channels.values()].flatMap((entry) => packChannel(entry.channel, entry.messages));
+}
+
+function packChannel<Message>(limits: RequestLimits, messages: readonly Prepared<Message>[]) {
   const requests: Prepared<Message>[][] = [];
   let current: Prepared<Message>[] = [];
   let bytes = 0;
   for (const message of messages) {
     if (
-      current.length === destination.maxBatchEntries ||
-      (current.length > 0 && bytes + message.size > destination.maxBatchBytes)
+      current.length === limits.maxBatchEntries ||
+      (current.length > 0 && bytes + message.size > limits.maxBatchBytes)
     ) {
       requests.push(current);
       current = [];
@@ -86,3 +108,5 @@ function packRequests<Message>(destination: Destination<Message>, messages: read
   if (current.length > 0) requests.push(current);
   return requests;
 }
+
+type RequestLimits = Pick<RequestChannel, "maxBatchEntries" | "maxBatchBytes">;

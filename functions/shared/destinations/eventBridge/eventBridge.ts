@@ -5,7 +5,6 @@ import {
   type PutEventsResultEntry,
 } from "@aws-sdk/client-eventbridge";
 import { errorMessage, ValidationError } from "../../outbox/errors.ts";
-import { compactJsonbText } from "../../outbox/jsonbText.ts";
 import { checkTimestamp } from "../../outbox/message.ts";
 import type { ClaimedRow } from "../../outbox/row.ts";
 import {
@@ -15,6 +14,9 @@ import {
   type PublishResult,
   sendEachAlone,
 } from "../destination.ts";
+import { detailEnvelope, stringHeaders } from "../envelope.ts";
+
+export { detailEnvelope };
 
 /**
  * PutEvents limits, from the EventBridge API reference and user guide:
@@ -171,38 +173,6 @@ function buildEvent(row: LoadedRow, options: EventBridgeOptions): Prepared<PutEv
       ...(traceHeader === undefined ? {} : { TraceHeader: traceHeader }),
     },
   };
-}
-
-/**
- * The detail, built as text: the payload is spliced in as stored (compacted jsonb text), never parsed and
- * re-serialized, so a 20-digit number reaches the consumer as written. Detail must be a JSON object, and the
- * payload may be any JSON value, which the envelope makes valid.
- */
-export function detailEnvelope(row: LoadedRow, createdAt: Date, headers: Record<string, string>): string {
-  const fields = {
-    outboxId: row.id,
-    aggregateType: row.aggregate_type,
-    aggregateId: row.aggregate_id,
-    eventType: row.event_type,
-    seq: String(row.seq),
-    createdAt: createdAt.toISOString(),
-    headers,
-  };
-  return `${JSON.stringify(fields).slice(0, -1)},"payload":${compactJsonbText(row.payload)}}`;
-}
-
-/** Headers go into the detail as they are; they must be an object of strings (the write API checks it too). */
-function stringHeaders(headers: unknown): Record<string, string> {
-  if (headers === null || headers === undefined) return {};
-  if (typeof headers !== "object" || Array.isArray(headers)) {
-    throw new ValidationError("headers", "must be an object of string values");
-  }
-  for (const [name, value] of Object.entries(headers)) {
-    if (typeof value !== "string") {
-      throw new ValidationError(`headers.${name}`, `must be a string, got ${typeof value}`);
-    }
-  }
-  return headers as Record<string, string>;
 }
 
 const W3C_TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{8})([0-9a-f]{24})-([0-9a-f]{16})-([0-9a-f]{2})$/;

@@ -27,6 +27,7 @@ export async function checkQueue(
   maxMessageBytes: number,
   endpoint: string | undefined,
   timeoutMs = 15_000,
+  fifo = true,
 ): Promise<QueueCheck> {
   let attributes: Record<string, string>;
   try {
@@ -63,7 +64,13 @@ export async function checkQueue(
     }
     throw new QueueCheckError(`cannot check queue ${queueUrl}: ${errorMessage(error)}`, { cause: error });
   }
-  if (attributes.FifoQueue !== "true") {
+  if (!fifo && attributes.FifoQueue === "true") {
+    throw new ConfigError(
+      `queue ${queueUrl} is a FIFO queue but its route's kind is sqs (standard): SQS refuses a message without ` +
+        "a MessageGroupId on a FIFO queue; set the route's kind to sqs-fifo",
+    );
+  }
+  if (fifo && attributes.FifoQueue !== "true") {
     throw new ConfigError(
       `queue ${queueUrl} is not a FIFO queue: the relay needs one (per-aggregate order, deduplication by outbox ` +
         "id); point OUTBOX_QUEUE_URL at a .fifo queue",

@@ -54,6 +54,21 @@ const CONTENT_CODES =
  * attributes eventType, aggregateType, aggregateId, outboxId, createdAt plus the row's headers.
  */
 export function sqsFifoDestination(sqs: SQSClient, options: SqsFifoOptions): Destination<Entry> {
+  return sqsQueueDestination(sqs, options, true);
+}
+
+/**
+ * Publishes to an SQS standard queue: the same body and attributes as the FIFO queue's, without
+ * MessageGroupId and MessageDeduplicationId (SQS rejects a deduplication id on a standard queue: "Amazon SQS
+ * Developer Guide, SendMessageBatchRequestEntry": "MessageDeduplicationId ... applies only to FIFO queues"). A
+ * standard queue delivers at least once and in no particular order: consumers deduplicate by the `outboxId`
+ * attribute and order by `seq`. The relay still sends one aggregate's events one after another.
+ */
+export function sqsStandardDestination(sqs: SQSClient, options: SqsFifoOptions): Destination<Entry> {
+  return sqsQueueDestination(sqs, options, false);
+}
+
+function sqsQueueDestination(sqs: SQSClient, options: SqsFifoOptions, fifo: boolean): Destination<Entry> {
   const maxMessageBytes = options.maxMessageBytes ?? SQS_MAX_MESSAGE_BYTES;
   const send = async (batch: readonly Prepared<Entry>[], signal?: AbortSignal): Promise<PublishResult[]> => {
     const entries = batch.map((message, index) => ({ ...message.message, Id: String(index) }));
@@ -102,14 +117,15 @@ export function sqsFifoDestination(sqs: SQSClient, options: SqsFifoOptions): Des
     }
   };
   return {
-    kind: "sqs-fifo",
+    kind: fifo ? "sqs-fifo" : "sqs",
     target: options.queueUrl,
     maxBatchEntries: SQS_MAX_BATCH_ENTRIES,
     maxBatchBytes: SQS_MAX_BATCH_BYTES,
     maxMessageBytes,
-    prepare: (row) => prepareMessage(row, maxMessageBytes),
+    prepare: (row) => prepareMessage(row, maxMessageBytes, fifo),
     send,
-    check: (timeoutMs) => checkQueue(sqs, options.queueUrl, maxMessageBytes, options.endpoint, timeoutMs),
+    check: (timeoutMs) =>
+      checkQueue(sqs, options.queueUrl, maxMessageBytes, options.endpoint, timeoutMs, fifo),
   };
 }
 
@@ -119,7 +135,7 @@ export function sqsFifoDestination(sqs: SQSClient, options: SqsFifoOptions): Des
  * thrown: one malformed row must be dead-lettered on its own, never fail the round (and, being the oldest
  * pending row, every round after it).
  */
-function prepareMessage(row: LoadedRow, maxMessageBytes: number): Prepared<Entry> | string {
+function prepareMessage(row: LoadedRow, maxMessageBytes: number, fifo: boolean): Prepared<Entry> | string {
   try {
     const body = compactJsonbText(row.payload);
     checkSqsText("payload", body);
@@ -143,12 +159,14 @@ function prepareMessage(row: LoadedRow, maxMessageBytes: number): Prepared<Entry
     return {
       row,
       size,
-      message: {
-        MessageBody: body,
-        MessageGroupId: row.aggregate_id,
-        MessageDeduplicationId: row.id,
-        MessageAttributes: attributes,
-      },
+      message: fifo
+        ? {
+            MessageBody: body,
+            MessageGroupId: row.aggregate_id,
+            MessageDeduplicationId: row.id,
+            MessageAttributes: attributes,
+          }
+        : { MessageBody: body, MessageAttributes: attributes },
     };
   } catch (error) {
     if (error instanceof ValidationError) return error.message;

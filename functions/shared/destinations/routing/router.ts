@@ -1,0 +1,148 @@
+import { ConfigError } from "../../outbox/errors.ts";
+import type { ClaimedRow } from "../../outbox/row.ts";
+import type {
+  Destination,
+  DestinationCheck,
+  Prepared,
+  PublishResult,
+  RequestChannel,
+} from "../destination.ts";
+import { lastSegment } from "../targets.ts";
+import { compileMatch, type RouteMatch } from "./routes.ts";
+
+/** One route of a router: the events it matches and the destination that takes them. */
+export interface Route {
+  match: RouteMatch;
+  destination: Destination;
+}
+
+/** A prepared message behind the router: its lane (one destination) and the lane's own prepared message. */
+export interface Routed {
+  lane: number;
+  prepared: Prepared<unknown>;
+}
+
+interface Lane {
+  destination: Destination;
+  /** `sqs-fifo:orders.fifo`: logs, the round report, the metrics' `destination` dimension. */
+  name: string;
+  channel: RequestChannel;
+}
+
+/** What a row no route matches, with no default destination, is dead-lettered with. */
+export const NO_ROUTE = "no route";
+
+/**
+ * One Destination over several: each row goes to the first route whose match takes it, else to the default
+ * (`fallback`), else it is rejected permanently as "no route" (dead-lettered at once, so the dead-letter alarms
+ * fire: an event is never dropped). The relay's rules hold across destinations because the publisher keeps them
+ * per aggregate, wherever its events go:
+ * - one request never mixes destinations: `channelOf` gives each destination its own requests, with its own
+ *   entry and byte limits;
+ * - order per aggregate across destinations: the publisher sends an aggregate's events in waves, one after
+ *   another, and holds the rest of an aggregate after a failure, whichever destination failed; the claim never
+ *   takes a later event while an earlier one is in backoff. An event is published only after every earlier
+ *   event of its aggregate was accepted, wherever that went.
+ * - one destination's outage does not stop the others: results are per entry, a failed destination's rows are
+ *   `unsent` (backoff, never dead letters) and the other lanes' requests go on in the same round.
+ * Routes that name the same Destination object share one lane.
+ */
+export function routingDestination(routes: readonly Route[], fallback?: Destination): Destination<Routed> {
+  const lanes: Lane[] = [];
+  const laneOf = new Map<Destination, number>();
+  const names = new Set<string>();
+  const addLane = (destination: Destination): number => {
+    const known = laneOf.get(destination);
+    if (known !== undefined) return known;
+    let name = `${destination.kind}:${lastSegment(destination.target)}`;
+    for (let n = 2; names.has(name); n++)
+      name = `${destination.kind}:${lastSegment(destination.target)}#${n}`;
+    names.add(name);
+    const lane = lanes.length;
+    lanes.push({
+      destination,
+      name,
+      channel: {
+        id: String(lane),
+        maxBatchEntries: destination.maxBatchEntries,
+        maxBatchBytes: destination.maxBatchBytes,
+      },
+    });
+    laneOf.set(destination, lane);
+    return lane;
+  };
+  if (routes.length === 0 && fallback === undefined) {
+    throw new ConfigError("a router needs at least one route or a default destination");
+  }
+  const table = routes.map((route) => ({
+    matches: compileMatch(route.match),
+    lane: addLane(route.destination),
+  }));
+  const fallbackLane = fallback === undefined ? undefined : addLane(fallback);
+  const route = (row: ClaimedRow): number | undefined =>
+    table.find((entry) => entry.matches(row.aggregate_type, row.event_type))?.lane ?? fallbackLane;
+
+  const send = async (batch: readonly Prepared<Routed>[], signal?: AbortSignal): Promise<PublishResult[]> => {
+    // The publisher sends one channel per request; a mixed batch (another caller) is split, lanes at once.
+    const byLane = new Map<number, Prepared<Routed>[]>();
+    for (const entry of batch) {
+      byLane.set(entry.message.lane, [...(byLane.get(entry.message.lane) ?? []), entry]);
+    }
+    const sent = await Promise.all(
+      [...byLane].map(([lane, entries]) =>
+        (lanes[lane] as Lane).destination.send(
+          entries.map((entry) => entry.message.prepared),
+          signal,
+        ),
+      ),
+    );
+    const byRow = new Map(sent.flat().map((result) => [result.row.id, result]));
+    return batch.map(
+      (entry) =>
+        byRow.get(entry.row.id) ?? {
+          row: entry.row,
+          status: "unsent",
+          error: `${lanes[entry.message.lane]?.name} returned no result for this entry`,
+        },
+    );
+  };
+
+  const sizes = lanes.map((lane) => lane.destination);
+  return {
+    kind: "routes",
+    target: lanes.map((lane) => lane.name).join(", "),
+    maxBatchEntries: Math.max(...sizes.map((d) => d.maxBatchEntries)),
+    maxBatchBytes: Math.max(...sizes.map((d) => d.maxBatchBytes)),
+    // The pre-screen's bound (sql/loadPayloads.ts) is the largest any lane takes; each lane's prepare checks its own.
+    maxMessageBytes: Math.max(...sizes.map((d) => d.maxMessageBytes)),
+    prepare(row) {
+      const lane = route(row);
+      if (lane === undefined) {
+        return (
+          `${NO_ROUTE}: no route matches aggregate_type ${JSON.stringify(row.aggregate_type)} and event_type ` +
+          `${JSON.stringify(row.event_type)}, and there is no default destination`
+        );
+      }
+      const prepared = (lanes[lane] as Lane).destination.prepare(row);
+      if (typeof prepared === "string") return prepared;
+      return { row, size: prepared.size, message: { lane, prepared } };
+    },
+    send,
+    channelOf: (message) => (lanes[message.message.lane] as Lane).channel,
+    destinationOf: (row) => {
+      const lane = route(row);
+      return lane === undefined ? "none" : (lanes[lane] as Lane).name;
+    },
+    check: async (timeoutMs) => {
+      const checks = await Promise.all(
+        lanes.map(async (lane) => ({ lane, check: (await lane.destination.check?.(timeoutMs)) ?? null })),
+      );
+      const unverified = checks.flatMap(({ lane, check }) =>
+        check !== null && !check.verified ? [`${lane.name}: ${check.reason}`] : [],
+      );
+      return unverified.length === 0
+        ? ({ verified: true } satisfies DestinationCheck)
+        : { verified: false, reason: unverified.join("; ") };
+    },
+  };
+}
