@@ -42,8 +42,6 @@ const environments = (template: Template) =>
   Object.values(template.findResources("AWS::Lambda::Function")).map(
     (fn) => fn.Properties.Environment?.Variables as Record<string, unknown> | undefined,
   );
-const relayEnvironment = (template: Template) =>
-  environments(template).filter((variables) => variables?.OUTBOX_QUEUE_URL !== undefined);
 /** The relay runs as its own login (a secret the construct creates), the migrations as the given secret's user. */
 const loginSecret = { Ref: Match.stringLikeRegexp("^OutboxRelayLoginSecretAttachment") };
 const expectMigrationsSecret = (template: Template, secretArn: unknown) =>

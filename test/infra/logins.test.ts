@@ -18,7 +18,11 @@ function functionEnv(all: Record<string, Resource>, description: RegExp): Record
   const found = ofType(all, "AWS::Lambda::Function").find(([, r]) =>
     description.test(String(r.Properties?.Description)),
   );
-  return (found?.[1].Properties?.Environment as { Variables: Record<string, unknown> }).Variables;
+  const environment = found?.[1].Properties?.Environment as
+    | { Variables: Record<string, unknown> }
+    | undefined;
+  if (environment === undefined) throw new Error(`no function described ${description}`);
+  return environment.Variables;
 }
 
 describe("the relay's and the purge's logins", () => {

@@ -98,7 +98,7 @@ async function loginSecret(
  * generated ones are ASCII.
  */
 export function scramVerifier(password: string, salt: Buffer = randomBytes(16), iterations = 4096): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: printable ASCII is the range SASLprep leaves alone.
+  // Printable ASCII is the range SASLprep leaves alone.
   if (!/^[\x20-\x7e]*$/.test(password)) return password;
   const salted = pbkdf2Sync(password, salt, iterations, 32, "sha256");
   const clientKey = createHmac("sha256", salted).update("Client Key").digest();
