@@ -196,6 +196,7 @@ export class DemoRun {
     }, CATCH_UP_TIMEOUT_MS);
     this.#phase = drained && caughtUp ? "done" : "gave up waiting";
     await this.#relay.stop();
+    this.#consumer.cancelCrash(); // a crash asked for that never came (nothing was left to receive)
     consumerStop.abort();
     await consumerDone;
     this.#liveStopped = true;

@@ -69,7 +69,8 @@ describe("item 2: a first deploy that cannot race the rotation and can roll back
       "AWS::RDS::DBInstance",
       "AWS::SecretsManager::SecretTargetAttachment",
     ]) {
-      for (const [id] of ofType(all, type)) expect(waits).toContain(id);
+      // The logins' secrets are read by the migrations (their function refers to them), not waited for here.
+      for (const [id] of ofType(all, type).filter(([id]) => !/Login/.test(id))) expect(waits).toContain(id);
     }
   });
 

@@ -231,11 +231,12 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       },
       Environment: {
         Variables: {
+          // The relay runs as its own login (issue 29), not as the cluster's master user.
           DATABASE_SECRET_ARN: {
             Ref: logicalId(
               template,
               "AWS::SecretsManager::SecretTargetAttachment",
-              "DatabaseSecretAttachment",
+              "OutboxRelayLoginSecretAttachment",
             ),
           },
           DATABASE_NAME: "app",
@@ -306,8 +307,13 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
   });
 
   it("scopes IAM to the queue and the secret; the only '*' is the ENI statement AWS requires", () => {
+    // Each function reads only its own login's secret (the relay's here); the migrations read the master's.
     const secret = {
-      Ref: logicalId(template, "AWS::SecretsManager::SecretTargetAttachment", "DatabaseSecretAttachment"),
+      Ref: logicalId(
+        template,
+        "AWS::SecretsManager::SecretTargetAttachment",
+        "OutboxRelayLoginSecretAttachment",
+      ),
     };
     const queue = { "Fn::GetAtt": [logicalId(template, "AWS::SQS::Queue", "OutboxQueue"), "Arn"] };
     const ours = identityStatements(template).filter(({ source }) => source.startsWith("Outbox"));

@@ -172,15 +172,11 @@ describe("the packed tarball, installed in an app outside the repository", () =>
     expect(synth.stderr).not.toMatch(/docker was called|esbuild/i);
     const types = Object.values(template.Resources).map((resource) => resource.Type);
     // Existing VPC, cluster, secret, queue and topic: referenced, not created.
-    for (const created of [
-      "AWS::EC2::VPC",
-      "AWS::RDS::DBCluster",
-      "AWS::SecretsManager::Secret",
-      "AWS::SQS::Queue",
-      "AWS::SNS::Topic",
-    ]) {
+    for (const created of ["AWS::EC2::VPC", "AWS::RDS::DBCluster", "AWS::SQS::Queue", "AWS::SNS::Topic"]) {
       expect(types, created).not.toContain(created);
     }
+    // The only secrets the stack makes are the relay's and the purge's own logins (issue 29).
+    expect(types.filter((type) => type === "AWS::SecretsManager::Secret")).toHaveLength(2);
     expect(types.filter((type) => type === "AWS::Lambda::Function").length).toBeGreaterThanOrEqual(3);
     // The imported cluster's security group admits the Lambdas' group and, by grantEnqueue, the service's.
     const ingress = Object.values(template.Resources)
@@ -194,6 +190,15 @@ describe("the packed tarball, installed in an app outside the repository", () =>
           "Fn::GetAtt": [expect.stringMatching(/^OutboxFunctionsSecurityGroup/), "GroupId"],
         },
       }),
+      // The multi-user rotation Lambdas of the relay's and the purge's logins (issue 29).
+      ...["OutboxRelayLoginRotationSecurityGroup", "OutboxPurgeLoginRotationSecurityGroup"].map((group) =>
+        expect.objectContaining({
+          FromPort: 5432,
+          SourceSecurityGroupId: {
+            "Fn::GetAtt": [expect.stringMatching(new RegExp(`^${group}`)), "GroupId"],
+          },
+        }),
+      ),
       expect.objectContaining({ FromPort: 5432, SourceSecurityGroupId: "sg-0c1d2e3f4a5b67890" }),
     ]);
   });
@@ -304,10 +309,12 @@ const orderId = await placeOrder("c-7", 4200);
 // Events of two aggregates in one call: enqueue() locks them through the migration's functions.
 const producer = new pg.Client({ connectionString: process.env.PRODUCER_URL });
 await producer.connect();
+await producer.query("begin");
 await enqueue(producer, [
   { aggregateType: "customer", aggregateId: "c-7", eventType: "customer.ordered", payload: { orderId } },
   { aggregateType: "customer", aggregateId: "c-8", eventType: "customer.referred", payload: { by: "c-7" } },
 ]);
+await producer.query("commit");
 await producer.end();
 const { rows } = await admin.query("select aggregate_id, event_type, payload from outbox_events order by seq");
 // A consuming service imports the consumer entry point: no CDK behind it either.
