@@ -1,3 +1,4 @@
+import { errorMessage } from "../outbox/errors.ts";
 import type { ClaimedRow } from "../outbox/row.ts";
 
 /** A claimed row with its payload and headers loaded (sql/loadPayloads.ts). */
@@ -94,12 +95,27 @@ export interface RequestChannel {
 export type DestinationCheck = { verified: true } | { verified: false; reason: string };
 
 /**
- * When one entry made a whole request invalid, sends each entry alone so the healthy ones go through and only
- * the culprit is rejected. All at once: a batch holds at most one entry per aggregate and ≤ 10 entries.
+ * What a failed request (no per-entry results) means for its entries. `byContent`: the error says an entry made the
+ * request invalid, the sender's fault. Then, with more than one entry, each is sent alone so the healthy ones go
+ * through and only the culprit is rejected (all at once: a batch holds at most one entry per group, and the client's
+ * sockets bound how many are in flight); a single entry is rejected permanently. Any other failure (unreachable,
+ * throttled, denied, 5xx, timed out) says nothing about the messages: every entry is unsent.
  */
-export async function sendEachAlone<Message>(
+export async function requestFailed<Message>(
   batch: readonly Prepared<Message>[],
-  send: (single: readonly Prepared<Message>[]) => Promise<PublishResult[]>,
+  error: unknown,
+  byContent: boolean,
+  sendAlone: (single: readonly Prepared<Message>[]) => Promise<PublishResult[]>,
+  signal?: AbortSignal,
 ): Promise<PublishResult[]> {
-  return (await Promise.all(batch.map((entry) => send([entry])))).flat();
+  if (byContent && batch.length > 1 && !signal?.aborted) {
+    return (await Promise.all(batch.map((entry) => sendAlone([entry])))).flat();
+  }
+  const message = errorMessage(error);
+  return batch.map(
+    ({ row }): PublishResult =>
+      byContent
+        ? { row, status: "rejected", error: message, permanent: true }
+        : { row, status: "unsent", error: message },
+  );
 }

@@ -12,7 +12,7 @@ import {
   type LoadedRow,
   type Prepared,
   type PublishResult,
-  sendEachAlone,
+  requestFailed,
 } from "../destination.ts";
 import { detailEnvelope, stringHeaders } from "../envelope.ts";
 
@@ -211,16 +211,9 @@ async function sendEvents(
     // Results are positional ("the index of the response element is the same as the index in the request").
     return batch.map((event, index) => entryResult(event.row, entries[index]));
   } catch (error) {
-    const name = (error as { name?: string }).name ?? "";
-    if (name === "ValidationException" && batch.length > 1 && !signal?.aborted) {
-      // One entry made the whole request invalid: send each alone so the healthy ones go through.
-      return sendEachAlone(batch, (single) => sendEvents(client, single, signal));
-    }
-    const message = errorMessage(error);
-    if (name === "ValidationException") {
-      return batch.map((event) => ({ row: event.row, status: "rejected", error: message, permanent: true }));
-    }
-    return batch.map((event) => ({ row: event.row, status: "unsent", error: message }));
+    // A ValidationException means one entry made the whole request invalid.
+    const byContent = (error as { name?: string }).name === "ValidationException";
+    return requestFailed(batch, error, byContent, (single) => sendEvents(client, single, signal), signal);
   }
 }
 

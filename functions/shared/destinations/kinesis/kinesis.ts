@@ -12,7 +12,7 @@ import {
   type LoadedRow,
   type Prepared,
   type PublishResult,
-  sendEachAlone,
+  requestFailed,
 } from "../destination.ts";
 import { detailEnvelope, stringHeaders } from "../envelope.ts";
 
@@ -79,14 +79,7 @@ export function kinesisDestination(
       return batch.map((record, index) => recordResult(record.row, records[index]));
     } catch (error) {
       const name = (error as { name?: string }).name ?? "";
-      if (CONTENT.test(name) && batch.length > 1 && !signal?.aborted) {
-        return sendEachAlone(batch, (single) => send(single, signal));
-      }
-      const message = errorMessage(error);
-      if (CONTENT.test(name)) {
-        return batch.map((m) => ({ row: m.row, status: "rejected", error: message, permanent: true }));
-      }
-      return batch.map((m) => ({ row: m.row, status: "unsent", error: message }));
+      return requestFailed(batch, error, CONTENT.test(name), (single) => send(single, signal), signal);
     }
   };
   return {

@@ -15,7 +15,7 @@ import {
   type LoadedRow,
   type Prepared,
   type PublishResult,
-  sendEachAlone,
+  requestFailed,
 } from "../destination.ts";
 
 /**
@@ -100,14 +100,7 @@ export function snsDestination(client: SNSClient, options: SnsOptions): Destinat
     } catch (error) {
       const name = (error as { name?: string }).name ?? "";
       const content = CONTENT_CODES.test(name) && !NOT_THE_MESSAGE.test(name);
-      if (content && batch.length > 1 && !signal?.aborted) {
-        return sendEachAlone(batch, (single) => send(single, signal));
-      }
-      const message = errorMessage(error);
-      if (content) {
-        return batch.map((m) => ({ row: m.row, status: "rejected", error: message, permanent: true }));
-      }
-      return batch.map((m) => ({ row: m.row, status: "unsent", error: message }));
+      return requestFailed(batch, error, content, (single) => send(single, signal), signal);
     }
   };
   return {

@@ -19,7 +19,7 @@ import {
   type LoadedRow,
   type Prepared,
   type PublishResult,
-  sendEachAlone,
+  requestFailed,
 } from "../destination.ts";
 import { SQS_MAX_BATCH_BYTES, SQS_MAX_BATCH_ENTRIES, SQS_MAX_MESSAGE_BYTES } from "./limits.ts";
 import { checkQueue } from "./queueCheck.ts";
@@ -105,15 +105,7 @@ function sqsQueueDestination(sqs: SQSClient, options: SqsFifoOptions, fifo: bool
       });
     } catch (error) {
       const name = (error as { name?: string }).name ?? "";
-      if (CONTENT_CODES.test(name) && batch.length > 1 && !signal?.aborted) {
-        // One entry poisoned the whole request: resend each alone so the healthy ones go through.
-        return sendEachAlone(batch, (single) => send(single, signal));
-      }
-      const message = errorMessage(error);
-      if (CONTENT_CODES.test(name)) {
-        return batch.map((m) => ({ row: m.row, status: "rejected", error: message, permanent: true }));
-      }
-      return batch.map((m) => ({ row: m.row, status: "unsent", error: message }));
+      return requestFailed(batch, error, CONTENT_CODES.test(name), (single) => send(single, signal), signal);
     }
   };
   return {
