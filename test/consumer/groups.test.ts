@@ -1,23 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { processByGroup } from "../../functions/shared/consumer/processByGroup.ts";
 import type { SqsRecord } from "../../functions/shared/consumer/sqsEvent.ts";
-
-function record(messageId: string, groupId: string | undefined): SqsRecord {
-  return {
-    messageId,
-    receiptHandle: messageId,
-    body: "{}",
-    attributes: {
-      ApproximateReceiveCount: "1",
-      SentTimestamp: "0",
-      ...(groupId === undefined ? {} : { MessageGroupId: groupId }),
-    },
-    messageAttributes: {},
-    eventSource: "aws:sqs",
-    eventSourceARN: "arn:aws:sqs:us-east-1:000000000000:q.fifo",
-    awsRegion: "us-east-1",
-  };
-}
+import { sqsRecord as record } from "../unit/records.ts";
 
 /** A process() whose calls stay pending until the test settles them, so concurrency is observed, not timed. */
 function controlled() {
