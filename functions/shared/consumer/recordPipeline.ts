@@ -1,3 +1,4 @@
+import { isConflict } from "../db/sqlstate.ts";
 import { errorMessage } from "../outbox/errors.ts";
 import { sleep } from "../util/sleep.ts";
 import { fitsDeadline } from "./deadline.ts";
@@ -7,7 +8,7 @@ import type { InboxSettings } from "./inboxOptions.ts";
 import { parseInboxEvent } from "./parseInboxEvent.ts";
 import { processByGroup } from "./processByGroup.ts";
 import type { BatchState, ReportOutcome } from "./recordOutcome.ts";
-import { backoffMs, isConflict, isOutage, type TransactionRunner } from "./recordTransaction.ts";
+import { backoffMs, isOutage, type TransactionRunner } from "./recordTransaction.ts";
 import type { EventRouter } from "./router.ts";
 import { advancePosition } from "./sql/advancePosition.ts";
 import { recordInbox } from "./sql/recordInbox.ts";

@@ -34,8 +34,6 @@ export function transactionRunner(session: InboxSession): TransactionRunner {
     });
 }
 
-export { isConflict };
-
 /**
  * The database failed, not the message: the client-side timeout fired, the connection broke, the server is
  * shutting down or out of connections, wherever that happened (the user's handler included); or any error of
