@@ -197,6 +197,6 @@ export function destinationCheckOnce(
 }
 
 /** The destination check's own bound: within the invocation's budget, so an unreachable endpoint fails first. */
-export function checkTimeoutMs(deadline: number, now = Date.now()): number {
+function checkTimeoutMs(deadline: number, now = Date.now()): number {
   return Math.max(1_000, Math.min(15_000, deadline - now));
 }

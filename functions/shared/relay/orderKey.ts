@@ -92,15 +92,3 @@ export class OrderKeyGuard {
     return withTransaction(this.#pool, (client) => this.ensure(client), { statementTimeoutMs });
   }
 }
-
-/**
- * checkOrderKey in a transaction of its own, within `statementTimeoutMs`: a one-off check (a fresh guard).
- * A relay invocation keeps its guard for its rounds instead (relay/invocation.ts).
- */
-export async function checkOrderKeyBeforeRelaying(
-  pool: SessionPool,
-  names: OutboxNames,
-  statementTimeoutMs: number,
-): Promise<void> {
-  await new OrderKeyGuard(pool, names).check(statementTimeoutMs);
-}
