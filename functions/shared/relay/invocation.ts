@@ -1,5 +1,4 @@
-import type { SessionPool } from "../db/session.ts";
-import { withTransaction } from "../db/session.ts";
+import { type SessionPool, withTransaction } from "../db/session.ts";
 import type { Destination } from "../destinations/destination.ts";
 import { ConfigError, OutboxError } from "../outbox/errors.ts";
 import { outboxNames } from "../outbox/names.ts";
@@ -46,20 +45,9 @@ export async function relayInvocation(deps: InvocationDeps, config: RelayConfig)
   await orderKey.check(statementTimeoutMs);
   // LISTEN per invocation: a session kept across frozen Lambda invocations would likely be dead on the next one.
   const wakeUp = config.listen ? await listenForOutboxInserts(deps.pool, config.relay) : undefined;
-  const summary: InvocationSummary = await runRelay(
-    {
-      pool: deps.pool,
-      destination: deps.destination,
-      deadline: deps.deadline,
-      logger: deps.logger,
-      orderKey,
-      ...(deps.signal === undefined ? {} : { signal: deps.signal }),
-      ...(deps.onRound === undefined ? {} : { onRound: deps.onRound }),
-      ...(deps.onRoundFailed === undefined ? {} : { onRoundFailed: deps.onRoundFailed }),
-      ...(wakeUp === undefined ? {} : { wakeUp }),
-    },
-    config.relay,
-  ).finally(() => wakeUp?.close());
+  const summary: InvocationSummary = await runRelay({ ...deps, orderKey, wakeUp }, config.relay).finally(() =>
+    wakeUp?.close(),
+  );
   // Idle rounds are no proof that nothing was waiting (a stuck round may hold the claim's locks): ask.
   if (summary.published === 0 && summary.failedRounds > 0 && summary.rounds > 0) {
     const pending = await withTransaction(deps.pool, (client) => hasPendingEvents(client, names), {
