@@ -143,6 +143,36 @@ describe.each(sources)(
   },
 );
 
+describe("enqueue's size check", () => {
+  it("counts the captured context's traceparent and tracestate attributes", async () => {
+    const refusedSize = async (write: () => Promise<unknown>) => {
+      const error = await write().then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
+      return Number(/message would be (\d+) bytes/.exec(String(error))?.[1]);
+    };
+    const tooSmall = { maxMessageBytes: 100 };
+    const untraced = await refusedSize(() =>
+      enqueueCommitted(db.pool, anEvent({ payload: { n: 1 } }), tooSmall),
+    );
+    const traced = await refusedSize(() =>
+      trace
+        .getTracer("test")
+        .startActiveSpan("checkout", {}, trace.setSpanContext(ROOT_CONTEXT, CALLER), async (span) => {
+          try {
+            return await enqueueCommitted(db.pool, anEvent({ payload: { n: 1 } }), tooSmall);
+          } finally {
+            span.end();
+          }
+        }),
+    );
+    // "traceparent" + "String" + 55 characters; "tracestate" + "String" + "vendor=abc,other=1".
+    expect(untraced).toBeGreaterThan(100);
+    expect(traced - untraced).toBe(11 + 6 + 55 + 10 + 6 + 18);
+  });
+});
+
 describe("without a span or a tracer", () => {
   it("captures nothing outside a span: no column, no trace attribute, no AWSTraceHeader", async () => {
     const queueUrl = await createFifoQueue(fake.sqs, "untraced");

@@ -1,4 +1,11 @@
+import { KinesisClient } from "@aws-sdk/client-kinesis";
+import { SNSClient } from "@aws-sdk/client-sns";
+import { SQSClient } from "@aws-sdk/client-sqs";
 import { describe, expect, it } from "vitest";
+import { prepareEvent } from "../../functions/shared/destinations/eventBridge/eventBridge.ts";
+import { kinesisDestination } from "../../functions/shared/destinations/kinesis/kinesis.ts";
+import { snsDestination } from "../../functions/shared/destinations/sns/sns.ts";
+import { sqsFifoDestination } from "../../functions/shared/destinations/sqs/sqsFifo.ts";
 import { messageAttributes } from "../../functions/shared/outbox/message.ts";
 import {
   checkTraceparent,
@@ -8,6 +15,7 @@ import {
   traceparentFromXray,
   xrayFromTraceparent,
 } from "../../functions/shared/outbox/traceContext.ts";
+import { aLoadedRow } from "../support/eventBridge.ts";
 
 const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 const XRAY = "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1";
@@ -92,6 +100,61 @@ describe("the trace a message carries", () => {
     const own = "00-11111111111111111111111111111111-2222222222222222-00";
     expect(messageAttributes({ ...fields, headers: { traceparent: own } }).traceparent?.StringValue).toBe(
       own,
+    );
+  });
+});
+
+describe("each destination's message for a row with a trace context", () => {
+  const row = aLoadedRow({ traceparent: TRACEPARENT, tracestate: "a=1", headers: { tenant: "t-1" } });
+  // prepare() builds the message only; no request is sent, so the clients point nowhere.
+  const region = { region: "eu-west-1" };
+
+  it("SQS: AWSTraceHeader system attribute and the W3C attributes", () => {
+    const prepared = sqsFifoDestination(new SQSClient(region), {
+      queueUrl: "https://sqs.local/1/q.fifo",
+    }).prepare(row);
+    if (typeof prepared === "string") throw new Error(prepared);
+    expect(prepared.message.MessageSystemAttributes).toEqual({
+      AWSTraceHeader: { DataType: "String", StringValue: XRAY },
+    });
+    expect(prepared.message.MessageAttributes?.traceparent?.StringValue).toBe(TRACEPARENT);
+    expect(prepared.message.MessageAttributes?.tracestate?.StringValue).toBe("a=1");
+    // The W3C attributes count towards the message size; the system attribute does not.
+    const untraced = sqsFifoDestination(new SQSClient(region), {
+      queueUrl: "https://sqs.local/1/q.fifo",
+    }).prepare({
+      ...row,
+      traceparent: null,
+      tracestate: null,
+    });
+    if (typeof untraced === "string") throw new Error(untraced);
+    expect(prepared.size - untraced.size).toBe("traceparent".length + 6 + 55 + "tracestate".length + 6 + 3);
+  });
+
+  it("SNS: the W3C attributes", () => {
+    const prepared = snsDestination(new SNSClient(region), {
+      topicArn: "arn:aws:sns:eu-west-1:1:t",
+      fifo: false,
+    }).prepare(row);
+    if (typeof prepared === "string") throw new Error(prepared);
+    expect(prepared.message.MessageAttributes?.traceparent?.StringValue).toBe(TRACEPARENT);
+  });
+
+  it("EventBridge and Kinesis: TraceHeader, and the context among the envelope's headers", () => {
+    const event = prepareEvent(row, { eventBusName: "bus", source: "orders" });
+    if (typeof event === "string") throw new Error(event);
+    expect(event.message.TraceHeader).toBe(XRAY);
+    expect(JSON.parse(event.message.Detail ?? "").headers).toEqual({
+      traceparent: TRACEPARENT,
+      tracestate: "a=1",
+      tenant: "t-1",
+    });
+    const record = kinesisDestination(new KinesisClient(region), { stream: { streamName: "s" } }).prepare(
+      row,
+    );
+    if (typeof record === "string") throw new Error(record);
+    expect(JSON.parse(Buffer.from(record.message.Data ?? []).toString()).headers.traceparent).toBe(
+      TRACEPARENT,
     );
   });
 });
