@@ -6,6 +6,7 @@ import { prepareEvent } from "../../functions/shared/destinations/eventBridge/ev
 import { kinesisDestination } from "../../functions/shared/destinations/kinesis/kinesis.ts";
 import { snsDestination } from "../../functions/shared/destinations/sns/sns.ts";
 import { sqsFifoDestination } from "../../functions/shared/destinations/sqs/sqsFifo.ts";
+import { remoteSpanContext } from "../../functions/shared/observe/tracing.ts";
 import { messageAttributes } from "../../functions/shared/outbox/message.ts";
 import {
   checkTraceparent,
@@ -156,5 +157,21 @@ describe("each destination's message for a row with a trace context", () => {
     expect(JSON.parse(Buffer.from(record.message.Data ?? []).toString()).headers.traceparent).toBe(
       TRACEPARENT,
     );
+  });
+});
+
+describe("the remote parent the inbox continues", () => {
+  it("is the traceparent, else the AWSTraceHeader converted, even when a traceparent header is malformed", async () => {
+    const api = await import("@opentelemetry/api");
+    expect(remoteSpanContext(api, { traceparent: TRACEPARENT, tracestate: "a=1" })).toMatchObject({
+      traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+      spanId: "00f067aa0ba902b7",
+      traceFlags: 1,
+      isRemote: true,
+    });
+    expect(remoteSpanContext(api, { traceparent: "garbage", awsTraceHeader: XRAY })?.spanId).toBe(
+      "00f067aa0ba902b7",
+    );
+    expect(remoteSpanContext(api, { traceparent: "garbage" })).toBeUndefined();
   });
 });

@@ -45,11 +45,10 @@ export function remoteSpanContext(
   api: Api,
   trace: { traceparent?: string; tracestate?: string; awsTraceHeader?: string },
 ): SpanContext | undefined {
-  const traceparent =
-    trace.traceparent ??
-    (trace.awsTraceHeader === undefined ? undefined : traceparentFromXray(trace.awsTraceHeader));
-  const match =
-    traceparent === undefined ? null : /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(traceparent);
+  const w3c = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+  const fromXray = trace.awsTraceHeader === undefined ? undefined : traceparentFromXray(trace.awsTraceHeader);
+  // A caller's malformed traceparent header does not hide a good AWSTraceHeader.
+  const match = w3c.exec(trace.traceparent ?? "") ?? w3c.exec(fromXray ?? "");
   if (match === null) return undefined;
   const spanContext: SpanContext = {
     traceId: match[1] ?? "",
@@ -57,7 +56,7 @@ export function remoteSpanContext(
     traceFlags: Number.parseInt(match[3] ?? "00", 16) & 1,
     isRemote: true,
   };
-  if (trace.traceparent !== undefined && trace.tracestate !== undefined) {
+  if (match.input === trace.traceparent && trace.tracestate !== undefined) {
     spanContext.traceState = api.createTraceState(trace.tracestate);
   }
   return api.isSpanContextValid(spanContext) ? spanContext : undefined;
