@@ -27,7 +27,8 @@ import { createEmptyDatabase } from "../support/db.ts";
  * the prebuilt bundles, not bundle anything. Docker is a stub that fails if called.
  *
  * The stack the app synthesizes is docs/examples/ordersStack.ts and the producer is docs/examples/producer.js,
- * copied as they are; README shows both files verbatim (asserted below), so the documented code is the tested code.
+ * copied as they are; README and docs/producer.md show them verbatim (asserted below), so the documented code is the
+ * tested code.
  *
  * `npm test` builds dist/ before the suite (`--ignore-scripts` here: prepack's rebuild would delete dist/ under the
  * other test files), so this test packs what the build produced.
@@ -367,10 +368,11 @@ process.exit(0);
 describe("the docs show the tested code verbatim", () => {
   const block = (language: string, file: string) =>
     `\`\`\`${language}\n${readFileSync(join(EXAMPLES, file), "utf8")}\`\`\``;
-  it("README: the stack and the producer", () => {
-    const readme = readFileSync(join(REPOSITORY, "README.md"), "utf8");
-    expect(readme).toContain(block("ts", "ordersStack.ts"));
-    expect(readme).toContain(block("js", "producer.js"));
+  it("README: the stack; docs/producer.md: the producer in plain JavaScript", () => {
+    expect(readFileSync(join(REPOSITORY, "README.md"), "utf8")).toContain(block("ts", "ordersStack.ts"));
+    expect(readFileSync(join(REPOSITORY, "docs", "producer.md"), "utf8")).toContain(
+      block("js", "producer.js"),
+    );
   });
   it("docs/deploy.md: the producer's privileges", () => {
     expect(readFileSync(join(REPOSITORY, "docs", "deploy.md"), "utf8")).toContain(
