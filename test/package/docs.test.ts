@@ -15,7 +15,7 @@ import ts from "typescript";
 import { afterAll, describe, expect, it } from "vitest";
 
 /**
- * The documentation as a reader meets it: README.md (also the package page) and docs/*.md. Their links resolve,
+ * The documentation as a reader meets it: README.md (also the package page), CONTRIBUTING.md and docs/*.md. Their links resolve,
  * their TypeScript blocks compile against the built package, and docs/api.md lists exactly what the package exports.
  */
 
@@ -28,6 +28,7 @@ const pkg = JSON.parse(readFileSync(join(REPOSITORY, "package.json"), "utf8")) a
 const REPOSITORY_URL = "https://github.com/aws-outbox-relay/aws-outbox-relay";
 const DOCS = [
   "README.md",
+  "CONTRIBUTING.md",
   ...readdirSync(join(REPOSITORY, "docs"))
     .filter((name) => name.endsWith(".md"))
     .map((name) => `docs/${name}`),
@@ -119,7 +120,7 @@ function brokenLink(doc: string, target: string): string | undefined {
   return undefined;
 }
 
-describe("links in README.md and docs/*.md", () => {
+describe("links in README.md, CONTRIBUTING.md and docs/*.md", () => {
   it.each(DOCS)(
     "%s: every link resolves (relative targets exist, README's are shipped; repository links name files in the tree; anchors are headings)",
     (doc) => {
@@ -202,7 +203,7 @@ function docsProgram() {
   return program;
 }
 
-describe("TypeScript blocks in README.md and docs/*.md", () => {
+describe("TypeScript blocks in README.md, CONTRIBUTING.md and docs/*.md", () => {
   it(`compile against the built package (strict, nodenext); ${fragments.length} marked "${FRAGMENT}" are left out: ${fragments.map((block) => `${block.doc}:${block.line}`).join(", ")}`, () => {
     expect(checked.length).toBeGreaterThan(5);
     // A few fragments on purpose, not a way around the check.
