@@ -278,7 +278,7 @@ describe("the write API from the installed package, in plain ESM JavaScript", ()
     await serverQuery(`drop role if exists ${producerRole}`);
   });
 
-  it("migrates with the shipped .sql files; the README's producer enqueues with the documented privileges only, loading no CDK module", () => {
+  it("migrates with the shipped .sql files; docs/producer.md's producer enqueues with the documented privileges only, loading no CDK module", () => {
     // Every module the process resolves, through the synchronous hooks (they see both import and require).
     writeFileSync(
       join(app, "trace.mjs"),
@@ -290,7 +290,7 @@ process.on("exit", () => writeFileSync(process.env.TRACE_FILE, JSON.stringify(re
 `,
     );
     // As an operator would: migrate as the admin, then give the service's own user the privileges docs/deploy.md
-    // lists (docs/examples/producerGrants.sql) and nothing more; the README's producer runs as that user.
+    // lists (docs/examples/producerGrants.sql) and nothing more; the documented producer runs as that user.
     writeFileSync(
       join(app, "producerRun.mjs"),
       `import pg from "pg";
