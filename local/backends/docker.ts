@@ -15,7 +15,7 @@ export type LocalBackend = "docker" | "embedded";
 
 /**
  * The Postgres majors the package supports and tests: the ones Aurora PostgreSQL and RDS for PostgreSQL support
- * today (README "Supported Postgres versions" has the source). The last is the default of every local run.
+ * today (docs/database.md "Supported Postgres versions" has the source). The last is the default of every local run.
  */
 export const POSTGRES_VERSIONS = ["14", "15", "16", "17"] as const;
 export type PostgresVersion = (typeof POSTGRES_VERSIONS)[number];

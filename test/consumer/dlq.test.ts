@@ -43,7 +43,7 @@ describe("a poison message", () => {
   // What SQS does, and what this shows on moto's real redrive policy: the records behind the poison in its
   // group are received in the same batches (and failed unprocessed), so their receive count grows with the
   // poison's and they reach the dead-letter queue with it, in order. An event of the group that was not yet
-  // received then flows. README "Consuming events" tells operators; a batch size of 1 avoids it.
+  // received then flows. docs/consumer.md tells operators; a batch size of 1 avoids it.
   it("goes to the dead-letter queue after maxReceiveCount, with its group's tail, while other groups flow", async () => {
     const sqs = sqsClient();
     const { queueUrl, dlqUrl } = await queueWithDeadLetterQueue(sqs);

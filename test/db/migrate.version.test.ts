@@ -14,7 +14,7 @@ describe("the Postgres majors the migrations accept", () => {
   it("refuses a server older than 14, naming its version and the supported ones, before applying anything", () => {
     expect(() => refuseUnsupportedServer(130018, "13.18")).toThrow(MigrationError);
     expect(() => refuseUnsupportedServer(130018, "13.18")).toThrow(
-      "Postgres 13.18 is not supported: the outbox is tested on Postgres 14, 15, 16 and 17 (README, Supported " +
+      "Postgres 13.18 is not supported: the outbox is tested on Postgres 14, 15, 16 and 17 (docs/database.md, Supported " +
         "Postgres versions); upgrade the database first",
     );
     expect(() => refuseUnsupportedServer(140000, "14.0")).not.toThrow();

@@ -16,7 +16,7 @@ import { useTestDatabase } from "../support/db.ts";
 import { newApp } from "../support/template.ts";
 
 /**
- * Issue 29, item 3: the README's consumer (test/fixtures/consumerHandler.ts), bundled by the construct, run with
+ * Issue 29, item 3: the consumer of docs/consumer.md (test/fixtures/consumerHandler.ts), bundled by the construct, run with
  * the environment the template gives its function, against a real Postgres whose credentials are in a moto secret.
  * Deploys nothing. On the old construct the function had no DATABASE_SECRET_ARN and failed at cold start.
  */
@@ -25,7 +25,7 @@ const workDir = mkdtempSync(join(tmpdir(), "outbox-consumer-"));
 afterAll(() => rmSync(workDir, { recursive: true, force: true }));
 
 describe("OutboxConsumer's bundled function with the template's environment", () => {
-  it("applies a message with the README's handler", async () => {
+  it("applies a message with the handler of docs/consumer.md", async () => {
     await migrateInbox(db.pool, { schema: "billing" });
     await db.pool.query("create table invoices (order_id text primary key, total_cents integer not null)");
     const url = new URL(db.url);

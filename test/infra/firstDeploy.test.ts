@@ -240,7 +240,7 @@ describe("item 7: partitions, retention, costs", () => {
   });
 });
 
-describe("item 3: OutboxConsumer as the README shows it", () => {
+describe("item 3: OutboxConsumer as docs/consumer.md shows it", () => {
   const ENTRY = join(PROJECT_ROOT, "test/fixtures/consumerHandler.ts");
   function consumerStack(stackName: string) {
     const stack = new Stack(newApp(), stackName, { env: { account: "123456789012", region: "eu-west-1" } });

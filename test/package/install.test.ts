@@ -27,7 +27,8 @@ import { createEmptyDatabase } from "../support/db.ts";
  * the prebuilt bundles, not bundle anything. Docker is a stub that fails if called.
  *
  * The stack the app synthesizes is docs/examples/ordersStack.ts and the producer is docs/examples/producer.js,
- * copied as they are; README shows both files verbatim (asserted below), so the documented code is the tested code.
+ * copied as they are; README and docs/producer.md show them verbatim (asserted below), so the documented code is the
+ * tested code.
  *
  * `npm test` builds dist/ before the suite (`--ignore-scripts` here: prepack's rebuild would delete dist/ under the
  * other test files), so this test packs what the build produced.
@@ -277,7 +278,7 @@ describe("the write API from the installed package, in plain ESM JavaScript", ()
     await serverQuery(`drop role if exists ${producerRole}`);
   });
 
-  it("migrates with the shipped .sql files; the README's producer enqueues with the documented privileges only, loading no CDK module", () => {
+  it("migrates with the shipped .sql files; docs/producer.md's producer enqueues with the documented privileges only, loading no CDK module", () => {
     // Every module the process resolves, through the synchronous hooks (they see both import and require).
     writeFileSync(
       join(app, "trace.mjs"),
@@ -289,7 +290,7 @@ process.on("exit", () => writeFileSync(process.env.TRACE_FILE, JSON.stringify(re
 `,
     );
     // As an operator would: migrate as the admin, then give the service's own user the privileges docs/deploy.md
-    // lists (docs/examples/producerGrants.sql) and nothing more; the README's producer runs as that user.
+    // lists (docs/examples/producerGrants.sql) and nothing more; the documented producer runs as that user.
     writeFileSync(
       join(app, "producerRun.mjs"),
       `import pg from "pg";
@@ -367,10 +368,11 @@ process.exit(0);
 describe("the docs show the tested code verbatim", () => {
   const block = (language: string, file: string) =>
     `\`\`\`${language}\n${readFileSync(join(EXAMPLES, file), "utf8")}\`\`\``;
-  it("README: the stack and the producer", () => {
-    const readme = readFileSync(join(REPOSITORY, "README.md"), "utf8");
-    expect(readme).toContain(block("ts", "ordersStack.ts"));
-    expect(readme).toContain(block("js", "producer.js"));
+  it("README: the stack; docs/producer.md: the producer in plain JavaScript", () => {
+    expect(readFileSync(join(REPOSITORY, "README.md"), "utf8")).toContain(block("ts", "ordersStack.ts"));
+    expect(readFileSync(join(REPOSITORY, "docs", "producer.md"), "utf8")).toContain(
+      block("js", "producer.js"),
+    );
   });
   it("docs/deploy.md: the producer's privileges", () => {
     expect(readFileSync(join(REPOSITORY, "docs", "deploy.md"), "utf8")).toContain(

@@ -39,7 +39,7 @@ export interface MigrateResult {
 }
 
 /**
- * The Postgres majors the package is tested on (README "Supported Postgres versions"; the test matrix runs each).
+ * The Postgres majors the package is tested on (docs/database.md "Supported Postgres versions"; the test matrix runs each).
  * An older server is refused before anything is applied: none has been tested, and AWS supports none of them any
  * more. A newer one is let through, since it is where an upgrade goes next.
  */
@@ -49,7 +49,7 @@ export function refuseUnsupportedServer(versionNum: number, version: string): vo
   if (versionNum >= SUPPORTED_POSTGRES[0] * 10_000) return;
   throw new MigrationError(
     `Postgres ${version} is not supported: the outbox is tested on Postgres ${SUPPORTED_POSTGRES.slice(0, -1).join(", ")} ` +
-      `and ${SUPPORTED_POSTGRES.at(-1)} (README, Supported Postgres versions); upgrade the database first`,
+      `and ${SUPPORTED_POSTGRES.at(-1)} (docs/database.md, Supported Postgres versions); upgrade the database first`,
   );
 }
 
