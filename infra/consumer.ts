@@ -243,8 +243,9 @@ export class OutboxConsumer extends Construct implements ec2.IConnectable {
       logGroup,
       timeout,
       memorySize: props.memorySize ?? 256,
-      // Active tracing: the relay's messages carry AWSTraceHeader, so a consumer's segment joins the producer's
-      // trace (InboxEvent.trace). The role gets xray:PutTraceSegments/PutTelemetryRecords with it.
+      // Active tracing: the relay's SQS messages carry the producer's AWSTraceHeader (migration 0013, docs/tracing.md),
+      // which X-Ray links to this function's trace; the inbox's OpenTelemetry span continues it (InboxEvent.trace).
+      // The role gets xray:PutTraceSegments/PutTelemetryRecords with it.
       tracing: lambda.Tracing.ACTIVE,
       environment: {
         [METRICS_SETTINGS.namespace.env]: metricsNamespace,

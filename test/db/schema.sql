@@ -26,6 +26,8 @@ outbox_events.processed_at timestamp with time zone
 outbox_events.dead_lettered_at timestamp with time zone
 outbox_events.transient_failures integer not null default 0
 outbox_events.text_bytes_bound integer
+outbox_events.traceparent text
+outbox_events.tracestate text
 outbox_group_high_water.aggregate_id text not null
 outbox_group_high_water.purged_published_seq bigint not null
 outbox_migrations.name text not null
@@ -76,6 +78,42 @@ CREATE OR REPLACE FUNCTION public.outbox_aggregate_lock_key(aggregate_type text,
 AS $function$
   select pg_catalog.hashtextextended(aggregate_id,
     pg_catalog.hashtextextended(aggregate_type, pg_catalog.hashtextextended('"public"."outbox_events"', 0)))
+$function$
+CREATE OR REPLACE FUNCTION public.outbox_check_trace_context()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+begin
+  if new.traceparent is not null and (
+       new.traceparent !~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+       or substr(new.traceparent, 4, 32) = repeat('0', 32)
+       or substr(new.traceparent, 37, 16) = repeat('0', 16)) then
+    raise exception using errcode = 'check_violation',
+      message = format('outbox traceparent: %s is not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, lowercase, ids not all zero)',
+                       quote_literal(left(new.traceparent, 80))),
+      hint = 'write null for an event without trace context';
+  end if;
+  if new.tracestate is not null then
+    if new.traceparent is null then
+      raise exception using errcode = 'check_violation',
+        message = 'outbox tracestate: set without a traceparent (W3C Trace Context: tracestate accompanies a traceparent)';
+    end if;
+    if length(new.tracestate) > 512 then
+      raise exception using errcode = 'check_violation',
+        message = format('outbox tracestate: is %s characters, the limit is 512 (what every W3C platform propagates)',
+                         length(new.tracestate));
+    end if;
+    if cardinality(string_to_array(new.tracestate, ',')) > 32 or exists (
+         select from unnest(string_to_array(new.tracestate, ',')) as m(member)
+         where btrim(m.member, E' \t') !~ '^[a-z0-9][a-z0-9_*/@-]{0,255}=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$') then
+      raise exception using errcode = 'check_violation',
+        message = format('outbox tracestate: %s is not a W3C tracestate (1-32 comma-separated key=value members)',
+                         quote_literal(left(new.tracestate, 80)));
+    end if;
+  end if;
+  return new;
+end;
 $function$
 CREATE OR REPLACE FUNCTION public.outbox_commit_order()
  RETURNS trigger
@@ -215,6 +253,7 @@ CREATE TRIGGER outbox_commit_order BEFORE INSERT ON public.outbox_events FOR EAC
 CREATE TRIGGER outbox_high_water_only_rises BEFORE UPDATE ON public.outbox_group_high_water FOR EACH ROW EXECUTE FUNCTION outbox_high_water_only_rises()
 CREATE TRIGGER outbox_notify AFTER INSERT ON public.outbox_events FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify()
 CREATE TRIGGER outbox_text_bound BEFORE UPDATE OF payload, headers ON public.outbox_events FOR EACH ROW EXECUTE FUNCTION outbox_commit_order()
+CREATE TRIGGER outbox_trace_context BEFORE INSERT OR UPDATE OF traceparent, tracestate ON public.outbox_events FOR EACH ROW EXECUTE FUNCTION outbox_check_trace_context()
 
 -- row security
 outbox_events enabled

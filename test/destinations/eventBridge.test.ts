@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   EVENTBRIDGE_MAX_REQUEST_BYTES,
   eventBridgeDestination,
-  xrayTraceHeader,
 } from "../../functions/shared/destinations/eventBridge/eventBridge.ts";
+import { messageTrace } from "../../functions/shared/outbox/traceContext.ts";
 import { aLoadedRow, createBusToQueue, eventBridgeClient } from "../support/eventBridge.ts";
 import { receiveAll, sqsClient } from "../support/sqs.ts";
 
@@ -116,15 +116,15 @@ describe("EventBridge destination against the emulator (bus -> rule -> queue)", 
 
   it("carries trace context as the X-Ray TraceHeader: X-Amzn-Trace-Id as is, a W3C traceparent converted", () => {
     const xray = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
-    expect(xrayTraceHeader({ "X-Amzn-Trace-Id": xray })).toBe(xray);
-    expect(xrayTraceHeader({ traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" })).toBe(
-      "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1",
-    );
+    expect(messageTrace({}, { "X-Amzn-Trace-Id": xray }).xray).toBe(xray);
     expect(
-      xrayTraceHeader({ traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00" }),
+      messageTrace({}, { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" }).xray,
+    ).toBe("Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1");
+    expect(
+      messageTrace({}, { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00" }).xray,
     ).toMatch(/Sampled=0$/);
-    expect(xrayTraceHeader({ traceparent: "garbage" })).toBeUndefined();
-    expect(xrayTraceHeader({ tenant: "t-1" })).toBeUndefined();
+    expect(messageTrace({}, { traceparent: "garbage" }).xray).toBeUndefined();
+    expect(messageTrace({}, { tenant: "t-1" }).xray).toBeUndefined();
   });
 
   it("reports an unknown bus as unsent (a configuration fault, retried), never as the message's fault", async () => {

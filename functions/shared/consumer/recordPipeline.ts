@@ -1,4 +1,5 @@
 import { isConflict } from "../db/sqlstate.ts";
+import { inSpan, openTelemetry, remoteSpanContext } from "../observe/tracing.ts";
 import { errorMessage } from "../outbox/errors.ts";
 import { sleep } from "../util/sleep.ts";
 import { fitsDeadline } from "./deadline.ts";
@@ -74,43 +75,60 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
       event = parseInboxEvent(record);
       const parsed = event;
       const run = route(parsed);
-      let status: "processed" | "duplicate" | "stale" | "ignored" | "deadline" | undefined;
-      for (let attempt = 1; status === undefined; attempt++) {
-        if (!fitsDeadline(lambdaContext, statementTimeoutMs)) {
-          status = "deadline";
-          break;
-        }
-        try {
-          status = await transaction(async (session) => {
-            const xid = await recordInbox(session, names, consumer, parsed);
-            if (xid === undefined) return "duplicate" as const;
-            if (skipStale && !(await advancePosition(session, names, consumer, parsed)))
-              return "stale" as const;
-            if (run === undefined) return "ignored" as const;
-            const guard = guardClient(session);
-            inUserHandler = true;
-            try {
-              await run(parsed, { client: guard.client, record, lambdaContext });
-            } finally {
-              guard.close();
-            }
-            const refused = guard.refused();
-            if (refused !== undefined) throw refused;
-            await confirmSameTransaction(session, xid);
+      type Status = "processed" | "duplicate" | "stale" | "ignored" | "deadline";
+      // The record's span continues the producer's trace (its traceparent, else AWSTraceHeader: docs/tracing.md);
+      // the handler's own spans become its children. Nothing without OpenTelemetry (observe/tracing.ts).
+      const api = await openTelemetry();
+      const span = {
+        kind: "consumer" as const,
+        parent: api === undefined ? undefined : remoteSpanContext(api, parsed.trace),
+        attributes: {
+          "messaging.operation.type": "process",
+          "messaging.message.id": parsed.id,
+          "messaging.destination.name": parsed.origin,
+          "outbox.event_type": parsed.eventType,
+        },
+      };
+      const status = await inSpan(api, `process ${parsed.eventType}`, span, async (): Promise<Status> => {
+        let status: Status | undefined;
+        for (let attempt = 1; status === undefined; attempt++) {
+          if (!fitsDeadline(lambdaContext, statementTimeoutMs)) {
+            status = "deadline";
+            break;
+          }
+          try {
+            status = await transaction(async (session) => {
+              const xid = await recordInbox(session, names, consumer, parsed);
+              if (xid === undefined) return "duplicate" as const;
+              if (skipStale && !(await advancePosition(session, names, consumer, parsed)))
+                return "stale" as const;
+              if (run === undefined) return "ignored" as const;
+              const guard = guardClient(session);
+              inUserHandler = true;
+              try {
+                await run(parsed, { client: guard.client, record, lambdaContext });
+              } finally {
+                guard.close();
+              }
+              const refused = guard.refused();
+              if (refused !== undefined) throw refused;
+              await confirmSameTransaction(session, xid);
+              inUserHandler = false;
+              return "processed" as const;
+            }, bounds);
+          } catch (error) {
+            if (attempt >= maxAttempts || !isConflict(error)) throw error;
+            logger.warn("serialization failure or deadlock; the record's transaction is retried", {
+              ...fields(record, parsed),
+              attempt,
+              error: errorMessage(error),
+            });
             inUserHandler = false;
-            return "processed" as const;
-          }, bounds);
-        } catch (error) {
-          if (attempt >= maxAttempts || !isConflict(error)) throw error;
-          logger.warn("serialization failure or deadlock; the record's transaction is retried", {
-            ...fields(record, parsed),
-            attempt,
-            error: errorMessage(error),
-          });
-          inUserHandler = false;
-          await sleep(backoffMs(attempt));
+            await sleep(backoffMs(attempt));
+          }
         }
-      }
+        return status;
+      });
       if (status === "deadline") {
         const groupId = record.attributes?.MessageGroupId ?? `message:${record.messageId}`;
         logger.warn(

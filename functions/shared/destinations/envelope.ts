@@ -1,5 +1,6 @@
 import { ValidationError } from "../outbox/errors.ts";
 import { compactJsonbText } from "../outbox/jsonbText.ts";
+import type { TraceContext } from "../outbox/traceContext.ts";
 import type { LoadedRow } from "./destination.ts";
 
 /**
@@ -9,9 +10,15 @@ import type { LoadedRow } from "./destination.ts";
  *
  * Built as text: the payload is spliced in as stored (compacted jsonb text), never parsed and re-serialized, so
  * a 20-digit number reaches the consumer as written. The payload may be any JSON value; the envelope is always
- * an object (EventBridge requires one).
+ * an object (EventBridge requires one). The row's trace context joins `headers` as `traceparent`/`tracestate`
+ * (where SQS carries them as attributes; a header of the same name is kept as the caller wrote it).
  */
-export function detailEnvelope(row: LoadedRow, createdAt: Date, headers: Record<string, string>): string {
+export function detailEnvelope(
+  row: LoadedRow,
+  createdAt: Date,
+  headers: Record<string, string>,
+  trace?: TraceContext,
+): string {
   const fields = {
     outboxId: row.id,
     aggregateType: row.aggregate_type,
@@ -19,7 +26,7 @@ export function detailEnvelope(row: LoadedRow, createdAt: Date, headers: Record<
     eventType: row.event_type,
     seq: String(row.seq),
     createdAt: createdAt.toISOString(),
-    headers,
+    headers: trace === undefined ? headers : { ...trace, ...headers },
   };
   return `${JSON.stringify(fields).slice(0, -1)},"payload":${compactJsonbText(row.payload)}}`;
 }

@@ -1,4 +1,5 @@
 import { ValidationError } from "./errors.ts";
+import type { TraceContext } from "./traceContext.ts";
 
 /**
  * The event contract: what an outbox event is allowed to be, so the write API rejects before commit what the
@@ -51,6 +52,8 @@ export interface MessageFields {
   headers: Record<string, string>;
   /** The JSON text sent as the body. */
   body: string;
+  /** The producer's trace context (the row's traceparent/tracestate columns), sent in the attribute slots left. */
+  trace?: TraceContext | undefined;
 }
 
 export type StringAttributes = Record<string, { DataType: "String"; StringValue: string }>;
@@ -67,6 +70,18 @@ export function messageAttributes(fields: MessageFields): StringAttributes {
   put("outboxId", fields.id);
   put("createdAt", fields.createdAt.toISOString());
   put("seq", fields.seq);
+  // The trace context takes the slots the caller's headers left (SQS allows 10 attributes, the relay's six plus
+  // at most 4 headers): with 4 headers there is no room and only the AWSTraceHeader system attribute, which
+  // uses no slot, carries it; with 3 there is room for traceparent but not tracestate. A header of the same name
+  // (the caller passing traceparent itself, as before the column existed) is kept as the caller wrote it.
+  for (const [name, value] of [
+    ["traceparent", fields.trace?.traceparent],
+    ["tracestate", fields.trace?.tracestate],
+  ] as const) {
+    if (value === undefined || name in attributes) continue;
+    if (Object.keys(attributes).length >= MAX_MESSAGE_ATTRIBUTES) break;
+    put(name, value);
+  }
   return attributes;
 }
 

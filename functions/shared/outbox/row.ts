@@ -21,4 +21,10 @@ export interface ClaimedRow {
    * claimed so it can be dead-lettered as malformed instead of blocking its group forever.
    */
   delayed_beyond?: string | null;
+  /**
+   * The producer's W3C trace context (migration 0013; the insert trigger checked its shape): small, so the claim
+   * returns it beside the ids, and a publish span can link the events' traces before their payloads load.
+   */
+  traceparent?: string | null;
+  tracestate?: string | null;
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { activeTraceContext } from "../observe/tracing.ts";
 import { ValidationError } from "../outbox/errors.ts";
 import { jsonbBodySize } from "../outbox/jsonbSize.ts";
 import {
@@ -13,6 +14,7 @@ import {
   serializePayload,
 } from "../outbox/message.ts";
 import { type OutboxLocation, outboxNames } from "../outbox/names.ts";
+import type { TraceContext } from "../outbox/traceContext.ts";
 import { statementRunner, type TransactionHandle } from "./transactionHandle.ts";
 
 export interface OutboxEvent<TPayload = unknown> {
@@ -24,7 +26,10 @@ export interface OutboxEvent<TPayload = unknown> {
   aggregateId: string;
   eventType: string;
   payload: TPayload;
-  /** Trace context, correlation ids: sent as SQS message attributes (at most 4). */
+  /**
+   * Correlation ids and the like: sent as SQS message attributes (at most 4). The active OpenTelemetry context is
+   * captured without using one of them (docs/tracing.md); a `traceparent` here is kept instead of it.
+   */
   headers?: Record<string, string>;
   /** Not published before this time (defaults to the transaction's now()). */
   availableAt?: Date;
@@ -49,6 +54,7 @@ interface ValidRow {
   payloadJson: string;
   headersJson: string;
   availableAt: Date | null;
+  trace: TraceContext | undefined;
 }
 
 // A timestamp of the length the relay will send (ISO 8601, milliseconds, Z) for the size check.
@@ -90,11 +96,15 @@ export async function enqueue<T>(
   const names = outboxNames(options);
   const many = Array.isArray(input);
   const events: readonly OutboxEvent<T>[] = many ? input : [input as OutboxEvent<T>];
+  // The caller's span, when OpenTelemetry is there and a span is active: stored in the row's own columns
+  // (migration 0013), so the consumer can continue the trace (observe/tracing.ts; nothing without OpenTelemetry).
+  const active = await activeTraceContext();
   const rows = events.map((event, index) =>
     validateEvent(
       event,
       many ? `events[${index}]` : "event",
       options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+      active,
     ),
   );
   if (rows.length === 0) return [];
@@ -107,18 +117,39 @@ export async function enqueue<T>(
   // uncorrelated subquery runs once, as an InitPlan, before the first row reaches the trigger. A call with one
   // aggregate skips it (one lock cannot be taken out of order), so the common single-event call pays nothing.
   const aggregates = distinctAggregates(rows);
+  // The trace columns (migration 0013) are named only when an event carries a context: without OpenTelemetry,
+  // or outside a span, the statement is the one before 0013, so such producers work whichever side is upgraded
+  // first. With a context, run the migrations before deploying producers of this version (CHANGELOG).
+  const traced = rows.some((row) => row.trace !== undefined);
+  const traceSql = traced
+    ? {
+        columns: ", traceparent, tracestate",
+        values: ", e.traceparent, e.tracestate",
+        arrays: ", $8::text[], $9::text[]",
+        names: "traceparent, tracestate, ",
+        params: [
+          rows.map((row) => row.trace?.traceparent ?? null),
+          rows.map((row) => row.trace?.tracestate ?? null),
+        ],
+      }
+    : { columns: "", values: "", arrays: "", names: "", params: [] };
+  const next = 8 + traceSql.params.length;
   const gate =
-    aggregates.length > 1 ? `where (select ${names.related("lock_aggregates")}($8::text[], $9::text[]))` : "";
+    aggregates.length > 1
+      ? `where (select ${names.related("lock_aggregates")}($${next}::text[], $${next + 1}::text[]))`
+      : "";
   // Every value goes as text (cast in the statement), so each library's driver binds it the same way: postgres.js
   // would JSON-encode a string bound as jsonb again, and Drizzle's postgres.js serializers refuse a timestamp
   // array. The casts cost nothing measurable beside the insert. `id::text, seq::text` come back as strings
   // whatever the driver's type parsers are.
   const inserted = (await run(
-    `insert into ${names.qualified} (id, aggregate_type, aggregate_id, event_type, payload, headers, available_at)
+    `insert into ${names.qualified}
+       (id, aggregate_type, aggregate_id, event_type, payload, headers, available_at${traceSql.columns})
      select e.id::uuid, e.aggregate_type, e.aggregate_id, e.event_type, e.payload::jsonb, e.headers::jsonb,
-            coalesce(e.available_at::timestamptz, now())
-     from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-          with ordinality as e(id, aggregate_type, aggregate_id, event_type, payload, headers, available_at, ord)
+            coalesce(e.available_at::timestamptz, now())${traceSql.values}
+     from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]${traceSql.arrays})
+          with ordinality as e(id, aggregate_type, aggregate_id, event_type, payload, headers, available_at,
+                               ${traceSql.names}ord)
      ${gate}
      order by e.ord
      returning id::text as id, seq::text as seq`,
@@ -130,6 +161,7 @@ export async function enqueue<T>(
       rows.map((row) => row.payloadJson),
       rows.map((row) => row.headersJson),
       rows.map((row) => row.availableAt?.toISOString() ?? null),
+      ...traceSql.params,
       ...(aggregates.length > 1
         ? [aggregates.map((aggregate) => aggregate.type), aggregates.map((aggregate) => aggregate.id)]
         : []),
@@ -154,7 +186,12 @@ function missing(id: string): never {
   throw new Error(`insert did not return event ${id}`);
 }
 
-function validateEvent(event: OutboxEvent<unknown>, at: string, maxMessageBytes: number): ValidRow {
+function validateEvent(
+  event: OutboxEvent<unknown>,
+  at: string,
+  maxMessageBytes: number,
+  active: TraceContext | undefined,
+): ValidRow {
   if (event === null || typeof event !== "object") {
     throw new ValidationError(at, "must be an object with aggregateType, aggregateId, eventType and payload");
   }
@@ -175,6 +212,10 @@ function validateEvent(event: OutboxEvent<unknown>, at: string, maxMessageBytes:
     );
   }
   const id = randomUUID();
+  // A traceparent the caller passed as a header is the event's trace already; two would disagree.
+  const trace = Object.keys(headers).some((name) => name.toLowerCase() === "traceparent")
+    ? undefined
+    : active;
   const attributes = messageAttributes({
     id,
     aggregateType,
@@ -184,6 +225,7 @@ function validateEvent(event: OutboxEvent<unknown>, at: string, maxMessageBytes:
     createdAt: SIZE_PROBE_DATE,
     seq: SIZE_PROBE_SEQ,
     body: payloadJson,
+    trace,
   });
   // What the relay will send: the body as jsonb prints it back (numbers in full), not JSON.stringify's text.
   const bodySize = jsonbBodySize(payloadJson);
@@ -207,5 +249,6 @@ function validateEvent(event: OutboxEvent<unknown>, at: string, maxMessageBytes:
     payloadJson,
     headersJson: JSON.stringify(headers),
     availableAt,
+    trace,
   };
 }

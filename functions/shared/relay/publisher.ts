@@ -5,8 +5,10 @@ import type {
   PublishResult,
   RequestChannel,
 } from "../destinations/destination.ts";
+import { openTelemetry } from "../observe/tracing.ts";
 import type { ClaimedRow } from "../outbox/row.ts";
 import { mapConcurrent } from "../util/concurrency.ts";
+import { sendInSpan } from "./publishSpan.ts";
 
 export type { LoadedRow, PublishResult };
 
@@ -46,6 +48,8 @@ export async function publishRows<Message>(
     waves[position] = wave;
   }
 
+  // Each request in a span when OpenTelemetry is installed (publishSpan.ts); loaded once per process.
+  const api = await openTelemetry();
   const failedAggregates = new Set<string>();
   for (const wave of waves) {
     const ready = wave.filter((message) => {
@@ -54,7 +58,7 @@ export async function publishRows<Message>(
       return false;
     });
     const outcomes = await mapConcurrent(packRequests(destination, ready), options.concurrency, (batch) =>
-      destination.send(batch, options.signal),
+      sendInSpan(api, destination, batch, options.signal),
     );
     for (const outcome of outcomes.flat()) {
       if (outcome.status !== "published") failedAggregates.add(aggregateKey(outcome.row));

@@ -7,6 +7,7 @@ import {
 import { errorMessage, ValidationError } from "../../outbox/errors.ts";
 import { checkTimestamp } from "../../outbox/message.ts";
 import type { ClaimedRow } from "../../outbox/row.ts";
+import { messageTrace } from "../../outbox/traceContext.ts";
 import {
   type Destination,
   type LoadedRow,
@@ -85,8 +86,9 @@ const PERMANENT = /^(InvalidArgument|MalformedDetail|ValidationException)$/;
  * - `Source`: the configured source; `DetailType`: the row's event_type; `Time`: the row's created_at;
  * - `Detail`: the envelope `{"outboxId", "aggregateType", "aggregateId", "eventType", "seq", "createdAt",
  *   "headers", "payload"}`, where payload is the row's JSON as stored (text, so big numbers keep precision);
- * - `TraceHeader`: the X-Ray trace header, from an `X-Amzn-Trace-Id` header or converted from a W3C
- *   `traceparent` header, so X-Ray follows the event through the bus to its targets.
+ * - `TraceHeader`: the X-Ray trace header: the row's trace context (migration 0013) converted, else an
+ *   `X-Amzn-Trace-Id` header or a W3C `traceparent` header (outbox/traceContext.ts), so X-Ray follows the event
+ *   through the bus to its targets (an SQS target receives it as the AWSTraceHeader system attribute).
  * A classic bus neither deduplicates nor orders: the relay still sends one aggregate's events one after
  * another, but a consumer must deduplicate by `detail.outboxId` and not rely on arrival order.
  */
@@ -147,7 +149,8 @@ function buildEvent(row: LoadedRow, options: EventBridgeOptions): Prepared<PutEv
   }
   const createdAt = checkTimestamp("created_at", row.created_at);
   const headers = stringHeaders(row.headers);
-  const detail = detailEnvelope(row, createdAt, headers);
+  const trace = messageTrace(row, headers);
+  const detail = detailEnvelope(row, createdAt, headers, trace.context);
   const size =
     TIME_BYTES +
     Buffer.byteLength(options.source) +
@@ -160,7 +163,6 @@ function buildEvent(row: LoadedRow, options: EventBridgeOptions): Prepared<PutEv
       `event is ${size} bytes as EventBridge counts it (source, detail-type, detail with the envelope, time), over the limit of ${limit}`,
     );
   }
-  const traceHeader = xrayTraceHeader(headers);
   return {
     row,
     size,
@@ -170,30 +172,9 @@ function buildEvent(row: LoadedRow, options: EventBridgeOptions): Prepared<PutEv
       DetailType: row.event_type,
       Detail: detail,
       Time: createdAt,
-      ...(traceHeader === undefined ? {} : { TraceHeader: traceHeader }),
+      ...(trace.xray === undefined ? {} : { TraceHeader: trace.xray }),
     },
   };
-}
-
-const W3C_TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{8})([0-9a-f]{24})-([0-9a-f]{16})-([0-9a-f]{2})$/;
-
-/**
- * EventBridge carries trace context in `TraceHeader`, X-Ray's format. An `X-Amzn-Trace-Id` header is used as
- * is; a W3C `traceparent` maps onto it exactly (X-Ray accepts W3C trace ids: `1-` + the first 8 hex digits +
- * `-` + the other 24), so a producer instrumented with OpenTelemetry keeps its trace across the bus.
- */
-export function xrayTraceHeader(headers: Record<string, string>): string | undefined {
-  let traceparent: string | undefined;
-  for (const [name, value] of Object.entries(headers)) {
-    const lower = name.toLowerCase();
-    if (lower === "x-amzn-trace-id") return value;
-    if (lower === "traceparent") traceparent = value.trim().toLowerCase();
-  }
-  const match = traceparent === undefined ? null : W3C_TRACEPARENT.exec(traceparent);
-  if (match === null) return undefined;
-  const [, epoch, unique, parent, flags] = match;
-  const sampled = Number.parseInt(flags ?? "0", 16) & 1;
-  return `Root=1-${epoch}-${unique};Parent=${parent};Sampled=${sampled}`;
 }
 
 /** One PutEvents request; every entry's result read, whatever FailedEntryCount says. */

@@ -7,6 +7,7 @@ import {
 import { errorMessage, ValidationError } from "../../outbox/errors.ts";
 import { checkTimestamp } from "../../outbox/message.ts";
 import type { ClaimedRow } from "../../outbox/row.ts";
+import { messageTrace } from "../../outbox/traceContext.ts";
 import {
   type Destination,
   type LoadedRow,
@@ -103,7 +104,9 @@ function prepareRecord(row: LoadedRow): Prepared<PutRecordsRequestEntry> | strin
       );
     }
     const createdAt = checkTimestamp("created_at", row.created_at);
-    const data = Buffer.from(detailEnvelope(row, createdAt, stringHeaders(row.headers)));
+    const headers = stringHeaders(row.headers);
+    // Kinesis has no attributes: the trace context travels in the envelope's headers (envelope.ts).
+    const data = Buffer.from(detailEnvelope(row, createdAt, headers, messageTrace(row, headers).context));
     const size = data.byteLength + Buffer.byteLength(key);
     if (size > KINESIS_MAX_RECORD_BYTES) {
       throw new ValidationError(

@@ -10,6 +10,7 @@ import {
   messageAttributes,
   messageSize,
 } from "../../outbox/message.ts";
+import { messageTrace } from "../../outbox/traceContext.ts";
 import {
   type Destination,
   type LoadedRow,
@@ -120,15 +121,19 @@ function prepareMessage(row: LoadedRow, maxMessageBytes: number, fifo: boolean):
     const body = compactJsonbText(row.payload);
     // What SNS forwards to SQS subscribers must be text SQS accepts.
     checkSqsText("payload", body);
+    const headers = checkHeaders("headers", row.headers);
     const attributes = messageAttributes({
       id: row.id,
       aggregateType: checkName("aggregate_type", row.aggregate_type),
       aggregateId: fifo ? checkGroupId("aggregate_id", row.aggregate_id) : row.aggregate_id,
       eventType: checkName("event_type", row.event_type),
-      headers: checkHeaders("headers", row.headers),
+      headers,
       createdAt: checkTimestamp("created_at", row.created_at),
       seq: row.seq,
       body,
+      // SNS has no AWSTraceHeader to set (X-Ray's active tracing on a topic traces the topic's own hop): the
+      // context goes as traceparent/tracestate attributes, which SNS passes on to subscribers.
+      trace: messageTrace(row, headers).context,
     });
     if (!fifo) checkName("aggregate_id", row.aggregate_id);
     const size = messageSize(body, attributes);

@@ -14,6 +14,7 @@ import {
   messageAttributes,
   messageSize,
 } from "../../outbox/message.ts";
+import { messageTrace } from "../../outbox/traceContext.ts";
 import {
   type Destination,
   type LoadedRow,
@@ -131,16 +132,22 @@ function prepareMessage(row: LoadedRow, maxMessageBytes: number, fifo: boolean):
   try {
     const body = compactJsonbText(row.payload);
     checkSqsText("payload", body);
+    const headers = checkHeaders("headers", row.headers);
+    const trace = messageTrace(row, headers);
     const attributes = messageAttributes({
       id: row.id,
       aggregateType: checkName("aggregate_type", row.aggregate_type),
       aggregateId: checkGroupId("aggregate_id", row.aggregate_id),
       eventType: checkName("event_type", row.event_type),
-      headers: checkHeaders("headers", row.headers),
+      headers,
       createdAt: checkTimestamp("created_at", row.created_at),
       seq: row.seq,
       body,
+      trace: trace.context,
     });
+    // The traceparent/tracestate attributes count; AWSTraceHeader does not ("The size of a message system
+    // attribute doesn't count towards the total size of a message": SQS API Reference, SendMessageBatchRequestEntry,
+    // MessageSystemAttributes, where AWSTraceHeader is "currently, the only supported message system attribute").
     const size = messageSize(body, attributes);
     if (size > maxMessageBytes) {
       throw new ValidationError(
@@ -148,18 +155,18 @@ function prepareMessage(row: LoadedRow, maxMessageBytes: number, fifo: boolean):
         `message is ${size} bytes, over the queue's limit of ${maxMessageBytes}`,
       );
     }
-    return {
-      row,
-      size,
-      message: fifo
-        ? {
-            MessageBody: body,
-            MessageGroupId: row.aggregate_id,
-            MessageDeduplicationId: row.id,
-            MessageAttributes: attributes,
-          }
-        : { MessageBody: body, MessageAttributes: attributes },
-    };
+    const entry: Entry = fifo
+      ? {
+          MessageBody: body,
+          MessageGroupId: row.aggregate_id,
+          MessageDeduplicationId: row.id,
+          MessageAttributes: attributes,
+        }
+      : { MessageBody: body, MessageAttributes: attributes };
+    if (trace.xray !== undefined) {
+      entry.MessageSystemAttributes = { AWSTraceHeader: { DataType: "String", StringValue: trace.xray } };
+    }
+    return { row, size, message: entry };
   } catch (error) {
     if (error instanceof ValidationError) return error.message;
     return `cannot build the message: ${errorMessage(error)}`;

@@ -142,7 +142,7 @@ export async function claimBatch(
        from candidates as c
        cross join lateral (
          select o.id, o.seq, o.aggregate_type, o.aggregate_id, o.event_type, o.attempts, o.transient_failures,
-                o.created_at,
+                o.created_at, o.traceparent, o.tracestate,
                 case when o.available_at > now() + $5::bigint * interval '1 millisecond'
                      then o.available_at::text end as delayed_beyond
          from ${names.qualified} as o
