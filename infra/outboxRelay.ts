@@ -135,7 +135,7 @@ export interface OutboxRelayTuning {
   /**
    * What a published row becomes (OUTBOX_RETENTION). `keep` (default): marked, deleted by the purge after
    * `retentionHours`, so the table holds the published history for audit and replay. `delete`: deleted in the
-   * relay's round, about a tenth of the relay's WAL and no published rows to purge (docs/cost.md, "Retention
+   * relay's round, about a sixth of the relay's WAL and no published rows to purge (docs/cost.md, "Retention
    * modes"). Needs migration 0011; switch either way by redeploying.
    */
   readonly retention?: "keep" | "delete";

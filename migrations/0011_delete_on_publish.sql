@@ -1,8 +1,8 @@
 -- Retention mode `delete` (OUTBOX_RETENTION, issue 33): the relay deletes the rows it published in the round's
 -- own transaction instead of marking them, so publishing an event costs one small WAL record (a heap delete, no
 -- new row version, no index entry) instead of a new version of the whole row with an entry in every index whose
--- predicate it matches: measured 715 B of relay WAL per event in `keep` against 69 B in `delete`
--- (docs/benchmarks.md, "Retention modes"). What reads published rows keeps working from what stays:
+-- predicate it matches: measured 780 B of relay WAL per event in `keep` against 120 B in `delete`, 1,784 B
+-- against 928 B over an event's whole life (docs/benchmarks.md, "Retention modes"). What reads published rows keeps working from what stays:
 --
 -- - Redrive's "overtaken" check (operate/sql/redriveDeadLetters.ts) reads 0006's per-group high-water marks. The
 --   relay writes a group's mark when it deletes an event that overtook one of the group's dead letters (a

@@ -50,7 +50,7 @@ export interface RelayOptions extends OutboxLocation {
   parallelRounds: number;
   /**
    * What a published row becomes: `keep` marks it and the purge deletes it after PURGE_RETENTION_HOURS (audit and
-   * replay from the table); `delete` deletes it at once, for about a tenth of the relay's WAL (recordOutcomes.ts).
+   * replay from the table); `delete` deletes it at once, for about a sixth of the relay's WAL (recordOutcomes.ts).
    */
   retention: Retention;
 }
