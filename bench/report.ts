@@ -14,6 +14,7 @@ import type { RelayBundle } from "./measures/relayBundle.ts";
 import type { RelayMemoryRun } from "./measures/relayMemory.ts";
 import type { RelayProfile } from "./measures/relayProfile.ts";
 import type { RelayTuning } from "./measures/relayThroughput.ts";
+import type { RecordVariant, RetentionModeRun } from "./measures/retention.ts";
 import type { SdkPipelineResult } from "./measures/sdkPipeline.ts";
 import type { WalPerEventRun } from "./measures/walPerEvent.ts";
 
@@ -86,6 +87,8 @@ export interface BenchResults {
   consumer?: ConsumerThroughput;
   /** (13) WAL bytes per event by stage, and SendMessageBatch requests per event (measures/walPerEvent.ts). */
   walPerEvent?: WalPerEventRun[];
+  /** (14) Each OUTBOX_RETENTION mode side by side, and ways to record "published" (measures/retention.ts). */
+  retention?: { modes: RetentionModeRun[]; recordVariants: RecordVariant[] };
   /** The same relay and backlog to an SQS FIFO queue and to an EventBridge bus, at each endpoint latency. */
   destinations?: DestinationThroughput[];
   /** The payload load's direct statement against the walk alone (as before it), interleaved in one run. */

@@ -28,6 +28,7 @@ import { measureRelayBundle } from "./measures/relayBundle.ts";
 import { measureRelayMemory } from "./measures/relayMemory.ts";
 import { profileRelay } from "./measures/relayProfile.ts";
 import { measureRelay, type RelayRun, type RelayTuning } from "./measures/relayThroughput.ts";
+import { measureRecordVariants, measureRetentionModes, retentionMarkdown } from "./measures/retention.ts";
 import { measureSdkPipeline } from "./measures/sdkPipeline.ts";
 import { measureSeedBaseline } from "./measures/seedBaseline.ts";
 import { measureWalPerEvent, walPerEventMarkdown } from "./measures/walPerEvent.ts";
@@ -72,6 +73,8 @@ const STEADY_LOAD = { eventsPerSecond: 300, durationMs: 8_000, aggregates: 1_000
 /** The latency target's rate: commit→publish p99 ≤ 100 ms at 3,000 events/s without NOTIFY. */
 const TARGET_LOAD = { eventsPerSecond: 3_000, durationMs: 8_000, aggregates: 1_000 };
 const PUBLISHED_ROWS = 1_000_000;
+/** OUTBOX_RETENTION side by side (14): runs per mode, interleaved (each run takes both modes through every stage). */
+const RETENTION_REPEATS = Number(process.env.BENCH_RETENTION_REPEATS ?? REPEATS);
 const CLAIM_PENDING: BacklogShape = { events: 10_000, aggregates: 1_000 };
 const PURGE_BACKLOG: BacklogShape = { events: 20_000, aggregates: 1_000 };
 /** Many writers on many aggregates (the target's case) and the same writers all on one hot aggregate. */
@@ -111,6 +114,7 @@ const PARTS = [
   "consumer",
   "destinations",
   "wal",
+  "retention",
 ] as const;
 type Part = (typeof PARTS)[number];
 
@@ -362,6 +366,26 @@ try {
     results.walPerEvent = [];
     for (let i = 0; i < REPEATS; i++) results.walPerEvent.push(await measureWalPerEvent(db.pool, endpoint));
   }
+  if (runs("retention")) {
+    log(
+      "(14) retention modes side by side: WAL, dead tuples, DB-only limit, relay 0/20 ms, claim; record variants",
+    );
+    results.retention = {
+      modes: await measureRetentionModes(
+        db.pool,
+        endpoint,
+        meter,
+        {
+          backlog: BACKLOG,
+          claimBacklog: CLAIM_PENDING,
+          repeats: RETENTION_REPEATS,
+          latencyMs: SQS_LATENCY_MS,
+        },
+        log,
+      ),
+      recordVariants: await measureRecordVariants(db.pool, CLAIM_PENDING),
+    };
+  }
 } finally {
   await endpoint.close();
   await db.stop();
@@ -377,6 +401,9 @@ await writeFile(file, `${JSON.stringify(results, null, 2)}\n`);
 console.log(markdownReport(results));
 if (results.consumer !== undefined) console.log(`\n${consumerMarkdown(results.consumer)}`);
 if (results.walPerEvent !== undefined) console.log(`\n${walPerEventMarkdown(results.walPerEvent)}`);
+if (results.retention !== undefined) {
+  console.log(`\n${retentionMarkdown(results.retention.modes, results.retention.recordVariants)}`);
+}
 log(`results written to ${file.pathname}`);
 
 /** Median run per tuning, with its round profile. */

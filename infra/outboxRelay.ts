@@ -132,6 +132,13 @@ export interface OutboxRelayTuning {
   readonly backoffMaxMs?: number;
   /** A dead letter blocks the rest of its aggregate (default false: parked, like an SQS FIFO DLQ). */
   readonly strictOrder?: boolean;
+  /**
+   * What a published row becomes (OUTBOX_RETENTION). `keep` (default): marked, deleted by the purge after
+   * `retentionHours`, so the table holds the published history for audit and replay. `delete`: deleted in the
+   * relay's round, about a sixth of the relay's WAL and no published rows to purge (docs/cost.md, "Retention
+   * modes"). Needs migration 0011; switch either way by redeploying.
+   */
+  readonly retention?: "keep" | "delete";
   /** Default 1 MiB for the queue this construct creates, 256 KiB (the attribute's default) for an existing one. */
   readonly maxMessageBytes?: number;
   /** Payload bytes one round may hold (RELAY_BATCH_MAX_BYTES). Default 16 MiB, the relay's own. Sizes the memory. */
@@ -502,6 +509,7 @@ export class OutboxRelay extends Construct {
         ["relay.backoffBaseMs", R.backoffBaseMs, tuning.backoffBaseMs],
         ["relay.backoffMaxMs", R.backoffMaxMs, tuning.backoffMaxMs],
         ["relay.strictOrder", R.strictOrder, tuning.strictOrder],
+        ["relay.retention", R.retention, tuning.retention],
         ["relay.publishTimeoutMs", R.publishTimeoutMs, tuning.publishTimeoutMs],
         ["relay.statementTimeoutMs", R.statementTimeoutMs, tuning.statementTimeoutMs],
         ["relay.parallelRounds", R.parallelRounds, tuning.parallelRounds],

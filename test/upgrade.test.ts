@@ -5,12 +5,16 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_LOCK_TIMEOUT_MS, defaultMigrationsDir, migrate } from "../functions/shared/db/migrate.ts";
+import { DEFAULT_RELAY_OPTIONS, runRelay } from "../functions/shared/relay/engine.ts";
+import type { Retention } from "../functions/shared/relay/sql/recordOutcomes.ts";
 import { LOCAL_AWS } from "../local/backends/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakes/fakeSqs.ts";
 import { waitFor } from "./chaos/support/waitFor.ts";
 import { type CommittedEvent, checkCommitOrder } from "./support/commitOrder.ts";
 import { createEmptyDatabase } from "./support/db.ts";
+import { rowStates } from "./support/outboxRows.ts";
 import { loadPreviousRelay, PREVIOUS_RELAY_COMMIT } from "./support/previousRelay.ts";
+import { queueDestination } from "./support/relay.ts";
 import { createFifoQueue } from "./support/sqs.ts";
 
 /**
@@ -221,5 +225,92 @@ describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleStr
     expect(report.lost).toEqual([]);
     expect(report.seqNotIncreasing).toEqual([]);
     expect(report.notCommitOrder).toEqual([]);
+  }, 900_000);
+
+  it("switches a running install between retention modes under traffic: no event lost, none sent twice, no rewrite", async () => {
+    const queueUrl = await createFifoQueue(sqs, "retention-switch");
+    const queueName = queueUrl.split("/").pop() as string;
+    const destination = queueDestination(sqs, { queueUrl });
+    const { rows: table } = await pool.query<{ file: string }>(
+      "select pg_relation_filenode('outbox_events')::text as file",
+    );
+    const before = await rowStates(pool);
+    const relayErrors: string[] = [];
+    const rounds: { retention: Retention; claimed: number }[] = [];
+    /** A relay deployed with one mode, dwelling until stopped: what one Lambda version runs. */
+    const start = (retention: Retention) => {
+      const stop = new AbortController();
+      const done = runRelay(
+        {
+          pool,
+          destination,
+          deadline: Date.now() + 600_000,
+          signal: stop.signal,
+          onRound: (report) => rounds.push({ retention, claimed: report.claimed }),
+          logger: {
+            info() {},
+            warn() {},
+            error: (_message, fields) => relayErrors.push(String(fields.error)),
+          },
+        },
+        { ...DEFAULT_RELAY_OPTIONS, mode: "dwell", retention, parallelRounds: 2 },
+      );
+      return { stop: () => stop.abort(), done };
+    };
+    const roundsOf = (retention: Retention) =>
+      rounds.filter((r) => r.retention === retention && r.claimed > 0);
+    const stopProducers = new AbortController();
+    const producers = Promise.all(
+      Array.from({ length: PRODUCERS }, (_, index) => produce(index, stopProducers.signal)),
+    );
+    try {
+      // keep -> delete -> keep, each switch a deploy: the new version starts before the old one stops.
+      let current = start("keep");
+      await waitFor("the keep relay to publish", async () => roundsOf("keep").length >= 3, 60_000);
+      for (const next of ["delete", "keep"] as const) {
+        const seen = roundsOf(next).length;
+        const replacement = start(next);
+        await waitFor(`the ${next} relay to publish`, async () => roundsOf(next).length >= seen + 3, 60_000);
+        current.stop();
+        await current.done;
+        current = replacement;
+        const after = roundsOf(next).length;
+        await waitFor(
+          `the ${next} relay to publish alone`,
+          async () => roundsOf(next).length >= after + 3,
+          60_000,
+        );
+      }
+      stopProducers.abort();
+      const written = await producers;
+      const committed = written.flatMap((producer) => producer.committed);
+      await waitFor(
+        "every committed event published",
+        async () => (await rowStates(pool)).pending === 0,
+        120_000,
+      );
+      current.stop();
+      await current.done;
+
+      const deliveries = fake.deliveries(queueName);
+      const report = checkCommitOrder(committed, deliveries);
+      expect(written.flatMap((producer) => producer.errors)).toEqual([]);
+      expect(relayErrors).toEqual([]);
+      expect(roundsOf("delete").length).toBeGreaterThan(0);
+      expect(report.lost).toEqual([]);
+      expect(report.notCommitOrder).toEqual([]);
+      const ids = deliveries.map((delivery) => delivery.dedupId);
+      expect(ids.length - new Set(ids).size).toBe(0);
+      expect(ids.length).toBe(committed.length);
+      // Every event is accounted for once: marked rows (keep) plus the counter of deleted ones (delete).
+      const after = await rowStates(pool);
+      expect(after.published - before.published).toBe(committed.length);
+      const { rows: tableAfter } = await pool.query<{ file: string }>(
+        "select pg_relation_filenode('outbox_events')::text as file",
+      );
+      expect(tableAfter).toEqual(table);
+    } finally {
+      stopProducers.abort();
+    }
   }, 900_000);
 });

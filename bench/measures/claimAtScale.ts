@@ -68,7 +68,7 @@ export async function measureClaimAtScale(
   return { publishedRows, pendingRows: pending.events, fresh, stale, hot };
 }
 
-async function timeClaims(pool: pg.Pool, claims: number): Promise<ClaimTimings> {
+export async function timeClaims(pool: pg.Pool, claims: number): Promise<ClaimTimings> {
   const names = outboxNames();
   const limit = DEFAULT_RELAY_OPTIONS.batchSize;
   const timings: number[] = [];

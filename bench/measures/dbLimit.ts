@@ -3,16 +3,21 @@ import { withTransaction } from "../../functions/shared/db/session.ts";
 import { outboxNames } from "../../functions/shared/outbox/names.ts";
 import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
 import { claimBatch } from "../../functions/shared/relay/sql/claimBatch.ts";
-import { recordOutcomes } from "../../functions/shared/relay/sql/recordOutcomes.ts";
+import { type Retention, recordOutcomes } from "../../functions/shared/relay/sql/recordOutcomes.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 
 /**
  * (1) The database's ceiling for one relay: the relay's own claim and record statements, in the same
  * transaction shape as relayRound (begin, transaction-local timeouts, claim, one UPDATE marking every row
  * published, commit), one round after another on one session, but nothing published in between.
- * Rows per second over a whole drain of the backlog.
+ * Rows per second over a whole drain of the backlog. `retention` is the record's (OUTBOX_RETENTION): mark or delete.
  */
-export async function measureDbLimit(pool: pg.Pool, shape: BacklogShape, batchSize: number): Promise<number> {
+export async function measureDbLimit(
+  pool: pg.Pool,
+  shape: BacklogShape,
+  batchSize: number,
+  retention: Retention = "keep",
+): Promise<number> {
   await resetOutbox(pool);
   await seedBacklog(pool, shape);
   const names = outboxNames();
@@ -35,6 +40,7 @@ export async function measureDbLimit(pool: pg.Pool, shape: BacklogShape, batchSi
         client,
         names,
         rows.map((row) => ({ id: row.id, published: true })),
+        retention,
       );
       return rows.length;
     });

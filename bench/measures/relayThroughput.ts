@@ -4,6 +4,7 @@ import type pg from "pg";
 import { createDestination } from "../../functions/shared/destinations/create.ts";
 import type { Destination } from "../../functions/shared/destinations/destination.ts";
 import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay/engine.ts";
+import type { Retention } from "../../functions/shared/relay/sql/recordOutcomes.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import type { CpuMeter, CpuReading } from "../lib/cpuMeter.ts";
@@ -24,6 +25,8 @@ export interface RelayTuning {
   loops?: number;
   /** Where the relay publishes: an SQS FIFO queue (default) or an EventBridge bus, both on the same endpoint. */
   destination?: Destination["kind"];
+  /** OUTBOX_RETENTION (default keep). */
+  retention?: Retention;
 }
 
 export interface RelayRun {
@@ -60,6 +63,7 @@ export async function measureRelay(
     batchSize: tuning.batchSize,
     concurrency: tuning.concurrency,
     mode: "drain",
+    retention: tuning.retention ?? DEFAULT_RELAY_OPTIONS.retention,
   };
   const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
   let destroyDestination = () => {};

@@ -1,15 +1,20 @@
 import type pg from "pg";
 import { withTransaction } from "../../functions/shared/db/session.ts";
 import { sqsFifoDestination } from "../../functions/shared/destinations/sqs/sqsFifo.ts";
+import { outboxNames } from "../../functions/shared/outbox/names.ts";
 import { enqueue } from "../../functions/shared/produce/enqueue.ts";
-import { DEFAULT_PURGE_OPTIONS, runPurge } from "../../functions/shared/purge/purge.ts";
+import { DEFAULT_PURGE_OPTIONS } from "../../functions/shared/purge/purge.ts";
+import { purgePublished } from "../../functions/shared/purge/sql/purgePublished.ts";
 import { DEFAULT_RELAY_OPTIONS, runRelay } from "../../functions/shared/relay/engine.ts";
+import type { Retention } from "../../functions/shared/relay/sql/recordOutcomes.ts";
 import { resetOutbox } from "../lib/benchDatabase.ts";
 import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 import { formatNumber, markdownTable } from "../lib/table.ts";
 
 export interface WalPerEventRun {
+  /** OUTBOX_RETENTION the relay ran with (absent in runs before migration 0011: keep). */
+  retention?: Retention;
   /** The server's full_page_writes: off in the bench's server (its command line), so no full-page images. */
   fullPageWrites: string;
   events: number;
@@ -17,6 +22,12 @@ export interface WalPerEventRun {
   bytesPerEvent: { enqueue: number; relay: number; purge: number; vacuum: number; total: number };
   /** SendMessageBatch requests per event (the relay's SQS client, counted by a middleware). */
   sqsRequestsPerEvent: number;
+  /**
+   * Dead row versions VACUUM itself removed per event (its VERBOSE "tuples: N removed"). Not every dead version:
+   * page reads (the claim's, the purge's) prune many first, which costs WAL in their stage instead. Each event
+   * leaves two dead versions in `keep` (the marked row's old version, then the purged row) and one in `delete`.
+   */
+  deadTuplesPerEvent?: number;
 }
 
 /** ~180-byte order payload and a traceparent header: the backlog's event (lib/benchDatabase.ts). */
@@ -41,6 +52,25 @@ async function lsn(pool: pg.Pool): Promise<string> {
   return rows[0]?.lsn ?? "0/0";
 }
 
+/** VACUUM (VERBOSE) on one session: its WAL and the dead row versions it reports removing. */
+async function vacuum(pool: pg.Pool): Promise<{ bytes: number; removed: number }> {
+  const client = await pool.connect();
+  let removed = 0;
+  const onNotice = (notice: { message?: string }) => {
+    const match = /tuples: (\d+) removed/.exec(notice.message ?? "");
+    if (match !== null) removed += Number(match[1]);
+  };
+  client.on("notice", onNotice);
+  try {
+    const from = await lsn(pool);
+    await client.query("vacuum (verbose) outbox_events");
+    return { bytes: await walSince(pool, from), removed };
+  } finally {
+    client.off("notice", onNotice);
+    client.release();
+  }
+}
+
 async function walSince(pool: pg.Pool, from: string): Promise<number> {
   const { rows } = await pool.query<{ bytes: string }>(
     "select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint as bytes",
@@ -58,12 +88,19 @@ async function walSince(pool: pg.Pool, from: string): Promise<number> {
  * server with no other writer. The bench's server runs with full_page_writes off (reported): RDS PostgreSQL adds
  * an 8 KiB image for the first change of each page after a checkpoint (Aurora's storage writes none), which a
  * busy table amortizes over the many events a page holds.
+ *
+ * Per retention mode (OUTBOX_RETENTION, migration 0011): `keep` marks, then the purge deletes; `delete` deletes in
+ * the relay's round, so its purge stage finds nothing. VACUUM runs after the relay and again after the purge (each
+ * mode's dead versions are reclaimed where they arise); the vacuum stage is the sum of both, and the dead row
+ * versions both report removing give `deadTuplesPerEvent`. The purge stage is the purge's DELETE statement run to
+ * exhaustion with a cutoff in the future (no ageing UPDATE, which would add dead versions of its own).
  */
 export async function measureWalPerEvent(
   pool: pg.Pool,
   endpoint: BenchSqsEndpoint,
   events = 10_000,
   aggregates = 1_000,
+  retention: Retention = "keep",
 ): Promise<WalPerEventRun> {
   await resetOutbox(pool);
   await endpoint.setLatency(0);
@@ -93,7 +130,7 @@ export async function measureWalPerEvent(
     from = await lsn(pool);
     const summary = await runRelay(
       { pool, destination, deadline: Date.now() + 600_000 },
-      { ...DEFAULT_RELAY_OPTIONS, mode: "drain" },
+      { ...DEFAULT_RELAY_OPTIONS, mode: "drain", retention },
     );
     if (summary.published !== events) {
       throw new Error(
@@ -102,20 +139,22 @@ export async function measureWalPerEvent(
     }
     const relayBytes = await walSince(pool, from);
 
-    // Published long enough ago for the purge (this UPDATE is not an event's cost: it only ages the rows).
-    await pool.query("update outbox_events set processed_at = now() - interval '200 hours'");
-    await pool.query("vacuum outbox_events");
-    from = await lsn(pool);
-    const purged = await runPurge(
-      { pool, deadline: Date.now() + 600_000 },
-      { ...DEFAULT_PURGE_OPTIONS, retentionHours: 168 },
-    );
-    if (purged.deletedRows !== events) throw new Error(`WAL run purged ${purged.deletedRows} of ${events}`);
-    const purgeBytes = await walSince(pool, from);
+    const afterRelay = await vacuum(pool);
 
     from = await lsn(pool);
-    await pool.query("vacuum outbox_events");
-    const vacuumBytes = await walSince(pool, from);
+    const names = outboxNames();
+    const before = new Date(Date.now() + 3_600_000);
+    const limit: number = DEFAULT_PURGE_OPTIONS.batchSize;
+    let purged = 0;
+    for (let deleted = limit; deleted === limit; purged += deleted) {
+      deleted = await purgePublished(pool, names, { before, limit });
+    }
+    const expectPurged = retention === "keep" ? events : 0;
+    if (purged !== expectPurged) throw new Error(`WAL run purged ${purged} of ${expectPurged}`);
+    const purgeBytes = await walSince(pool, from);
+
+    const afterPurge = await vacuum(pool);
+    const vacuumBytes = afterRelay.bytes + afterPurge.bytes;
 
     const per = (bytes: number) => bytes / events;
     return {
@@ -129,6 +168,8 @@ export async function measureWalPerEvent(
         total: per(enqueueBytes + relayBytes + purgeBytes + vacuumBytes),
       },
       sqsRequestsPerEvent: sendBatches / events,
+      deadTuplesPerEvent: (afterRelay.removed + afterPurge.removed) / events,
+      retention,
     };
   } finally {
     sqs.destroy();
@@ -140,6 +181,7 @@ export function walPerEventMarkdown(runs: WalPerEventRun[]): string {
   const b = (value: number) => formatNumber(value, 0);
   return markdownTable(
     [
+      "retention",
       "WAL",
       "enqueue",
       "relay (claim + record)",
@@ -147,8 +189,10 @@ export function walPerEventMarkdown(runs: WalPerEventRun[]): string {
       "vacuum",
       "total per event",
       "SendMessageBatch per event",
+      "dead tuples per event",
     ],
     runs.map((run) => [
+      run.retention ?? "keep",
       run.fullPageWrites,
       `${b(run.bytesPerEvent.enqueue)} B`,
       `${b(run.bytesPerEvent.relay)} B`,
@@ -156,6 +200,7 @@ export function walPerEventMarkdown(runs: WalPerEventRun[]): string {
       `${b(run.bytesPerEvent.vacuum)} B`,
       `**${b(run.bytesPerEvent.total)} B**`,
       formatNumber(run.sqsRequestsPerEvent, 3),
+      run.deadTuplesPerEvent === undefined ? "" : formatNumber(run.deadTuplesPerEvent, 2),
     ]),
   );
 }

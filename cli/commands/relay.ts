@@ -41,6 +41,7 @@ interface RelayFlags extends ConnectionFlags {
   concurrency?: number;
   maxAttempts?: number;
   strictOrder?: boolean;
+  retention?: string;
   invocationSeconds: number;
   logFormat?: LogFormat;
   json?: boolean;
@@ -83,6 +84,7 @@ export function relayCommand(): Command {
     .option("--concurrency <n>", flagHelp(R.concurrency), integerFlag(R.concurrency))
     .option("--max-attempts <n>", flagHelp(R.maxAttempts), integerFlag(R.maxAttempts))
     .option("--strict-order", flagHelp(R.strictOrder))
+    .addOption(new Option("--retention <mode>", flagHelp(R.retention)).choices(R.retention.choices))
     .option(
       "--invocation-seconds <n>",
       "length of one relay invocation (as the scheduled Lambda's time budget); the next starts at once",
@@ -135,6 +137,7 @@ function relayEnv(flags: RelayFlags): Env {
     [R.concurrency.env]: flags.concurrency?.toString(),
     [R.maxAttempts.env]: flags.maxAttempts?.toString(),
     [R.strictOrder.env]: flags.strictOrder ? "true" : undefined,
+    [R.retention.env]: flags.retention,
   });
 }
 

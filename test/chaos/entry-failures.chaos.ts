@@ -23,6 +23,6 @@ it("SQS rejects random single entries of batches (10%, retryable): the rest flow
 
   expectSurvived(report);
   expect(env.fake.stats.failedEntries).toBeGreaterThan(report.events * 0.05);
-  expect(report.table.retried).toBeGreaterThan(report.events * 0.05);
+  expect(report.relays.failedEntries).toBeGreaterThan(report.events * 0.05);
   expect(report.ledger.duplicates).toBe(0); // a failed entry was not accepted, so its retry is its first delivery
 });

@@ -56,7 +56,7 @@ it("EventBridge: entry failures, throttling, then the bus unreachable: nothing l
 
   expectSurvived(report);
   expect(env.fake.events.stats.failedEntries).toBeGreaterThanOrEqual(100);
-  expect(report.table.retried).toBeGreaterThan(0); // the faults hit rows, which retried and got through
+  expect(report.relays.failedEntries).toBeGreaterThan(0); // the faults hit rows, which retried and got through
   // Nothing repeated: a failed entry, a throttled or refused request delivers nothing to the bus.
   expect(report.ledger.duplicates).toBe(0);
 });

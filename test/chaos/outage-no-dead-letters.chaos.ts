@@ -52,7 +52,7 @@ it("an SQS outage longer than max attempts × backoff cap, then server-side entr
   });
 
   expectSurvived(report); // includes 0 dead letters and 0 order violations
-  expect(report.table.retried).toBeGreaterThan(0); // heads really failed, many times each, during the outage
+  expect(report.relays.failedEntries).toBeGreaterThan(0); // heads really failed, many times each, during the outage
   expect(env.fake.stats.failedEntries).toBeGreaterThan(report.events * 0.05);
   expect(report.ledger.duplicates).toBe(0);
 });

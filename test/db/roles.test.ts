@@ -55,6 +55,7 @@ describe("the outbox's relay and purge roles", () => {
   it("hold exactly what the relay's and the purge's statements need", async () => {
     const roles = await outboxRoles(db.pool);
     expect(await privileges(roles.relay)).toEqual([
+      "DELETE",
       "SELECT",
       "UPDATE (attempts)",
       "UPDATE (available_at)",
@@ -85,22 +86,44 @@ describe("the outbox's relay and purge roles", () => {
     ]);
   });
 
-  it("let a relay login claim, publish and record, and a purge login measure and delete", async () => {
-    const queueUrl = await createFifoQueue(aws.sqs, `roles-${Date.now()}`);
-    await withTransaction(db.pool, (client) =>
-      enqueue(client, [anEvent({ aggregateId: "order-1" }), anEvent({ aggregateId: "order-2" })]),
+  it.each(["keep", "delete"] as const)(
+    "let a relay login claim, publish and record (retention %s), and a purge login measure and delete",
+    async (retention) => {
+      const queueUrl = await createFifoQueue(aws.sqs, `roles-${retention}-${Date.now()}`);
+      await withTransaction(db.pool, (client) =>
+        enqueue(client, [anEvent({ aggregateId: "order-1" }), anEvent({ aggregateId: "order-2" })]),
+      );
+      const relayPool = await loginIn("relay");
+
+      const summary = await drain(relayPool, aws.sqs, testRelayOptions(queueUrl, { retention }));
+
+      expect(summary).toMatchObject({ published: 2, failedRounds: 0 });
+      const purgePool = await loginIn("purge");
+      const options = { ...DEFAULT_PURGE_OPTIONS, statementTimeoutMs: 2_000, retentionHours: 1 };
+      expect(await readOutboxSnapshot(purgePool, options)).toMatchObject({ pending: 0 });
+      await db.pool.query("update outbox_events set processed_at = now() - interval '2 hours'");
+      const purged = await runPurge({ pool: purgePool, deadline: Date.now() + 60_000 }, options);
+      // keep: the two marked rows; delete: the relay deleted them already, and left the dead letters alone.
+      expect(purged).toMatchObject({ deletedRows: retention === "keep" ? 2 : 0, stoppedBy: "drained" });
+    },
+  );
+
+  it("let the relay's role delete pending rows only: never a dead letter or a published row (0011's policy)", async () => {
+    await db.pool.query(
+      `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload, dead_lettered_at, processed_at)
+       values ('order', 'kept-dead', 'e', '{}', now(), null), ('order', 'kept-published', 'e', '{}', null, now())`,
     );
     const relayPool = await loginIn("relay");
 
-    const summary = await drain(relayPool, aws.sqs, testRelayOptions(queueUrl));
+    const deleted = await relayPool.query(
+      "delete from outbox_events where aggregate_id in ('kept-dead', 'kept-published')",
+    );
 
-    expect(summary).toMatchObject({ published: 2, failedRounds: 0 });
-    const purgePool = await loginIn("purge");
-    const options = { ...DEFAULT_PURGE_OPTIONS, statementTimeoutMs: 2_000, retentionHours: 1 };
-    expect(await readOutboxSnapshot(purgePool, options)).toMatchObject({ pending: 0 });
-    await db.pool.query("update outbox_events set processed_at = now() - interval '2 hours'");
-    const purged = await runPurge({ pool: purgePool, deadline: Date.now() + 60_000 }, options);
-    expect(purged).toMatchObject({ deletedRows: 2, stoppedBy: "drained" });
+    expect(deleted.rowCount).toBe(0);
+    const { rows } = await db.pool.query(
+      "select aggregate_id from outbox_events where aggregate_id like 'kept-%' order by 1",
+    );
+    expect(rows).toEqual([{ aggregate_id: "kept-dead" }, { aggregate_id: "kept-published" }]);
   });
 
   it("make a missing grant fail the relay loudly, naming the table, and lose nothing", async () => {

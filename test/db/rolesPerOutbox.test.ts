@@ -215,6 +215,7 @@ describe("upgrading from 0008 in place", () => {
     expect(result.applied).toEqual([
       "0009_no_back_doors.sql",
       "0010_order_key_highest_seq.sql",
+      "0011_delete_on_publish.sql",
       "0013_trace_context.sql",
     ]);
     const roles = await outboxRoles(pool);

@@ -11,6 +11,9 @@ outbox_dead_letters.last_error text
 outbox_dead_letters.created_at timestamp with time zone
 outbox_dead_letters.dead_lettered_at timestamp with time zone
 outbox_dead_letters.transient_failures integer
+outbox_deleted_on_publish.only_row boolean not null default true
+outbox_deleted_on_publish.events bigint not null default 0
+outbox_deleted_on_publish.highest_seq bigint
 outbox_events.id uuid not null default gen_random_uuid()
 outbox_events.seq bigint not null generated always as identity
 outbox_events.aggregate_type text not null
@@ -37,6 +40,8 @@ outbox_roles.job text not null
 outbox_roles.role_name text not null
 
 -- constraints
+outbox_deleted_on_publish outbox_deleted_on_publish_only_row_check CHECK (only_row)
+outbox_deleted_on_publish outbox_deleted_on_publish_pkey PRIMARY KEY (only_row)
 outbox_events outbox_events_aggregate_id_check CHECK (((char_length(aggregate_id) >= 1) AND (char_length(aggregate_id) <= 128)))
 outbox_events outbox_events_aggregate_type_check CHECK (((char_length(aggregate_type) >= 1) AND (char_length(aggregate_type) <= 256)))
 outbox_events outbox_events_attempts_check CHECK ((attempts >= 0))
@@ -53,6 +58,7 @@ outbox_roles outbox_roles_role_name_key UNIQUE (role_name)
 
 -- indexes
 CREATE INDEX outbox_dead_lettered_at ON public.outbox_events USING btree (dead_lettered_at) WHERE (dead_lettered_at IS NOT NULL)
+CREATE UNIQUE INDEX outbox_deleted_on_publish_pkey ON public.outbox_deleted_on_publish USING btree (only_row)
 CREATE UNIQUE INDEX outbox_events_pkey ON public.outbox_events USING btree (id)
 CREATE UNIQUE INDEX outbox_group_high_water_pkey ON public.outbox_group_high_water USING btree (aggregate_id)
 CREATE INDEX outbox_group_high_water_seq ON public.outbox_group_high_water USING btree (purged_published_seq)
@@ -230,7 +236,8 @@ AS $function$
                p.seqincrement, p.seqcache,
                greatest((select o.seq from "public"."outbox_events" as o order by o.seq desc limit 1),
                         (select h.purged_published_seq from "public"."outbox_group_high_water" as h
-                         order by h.purged_published_seq desc limit 1))
+                         order by h.purged_published_seq desc limit 1),
+                        (select d.highest_seq from "public"."outbox_deleted_on_publish" as d))
         from public.outbox_events_seq_seq as s, pg_sequence as p
         where p.seqrelid = 'public.outbox_events_seq_seq'::regclass
       $function$
@@ -262,8 +269,11 @@ outbox_events enabled
 outbox_events any_role PERMISSIVE for ALL to public using true with check true
 outbox_events purge_deletes_settled_rows RESTRICTIVE for DELETE to outbox_purge:outbox_test_template.public.outbox_events using ((processed_at IS NOT NULL) OR (dead_lettered_at IS NOT NULL))
 outbox_events purge_locks_settled_rows RESTRICTIVE for UPDATE to outbox_purge:outbox_test_template.public.outbox_events using ((processed_at IS NOT NULL) OR (dead_lettered_at IS NOT NULL))
+outbox_events relay_deletes_pending_rows RESTRICTIVE for DELETE to outbox_relay:outbox_test_template.public.outbox_events using ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
 
 -- privileges
+column outbox_deleted_on_publish.events to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_deleted_on_publish.highest_seq to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
 column outbox_events.attempts to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
 column outbox_events.available_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
 column outbox_events.dead_lettered_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
@@ -272,6 +282,7 @@ column outbox_events.last_error to outbox_relay:outbox_test_template.public.outb
 column outbox_events.processed_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
 column outbox_events.transient_failures to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
 column outbox_group_high_water.purged_published_seq to outbox_purge:outbox_test_template.public.outbox_events: UPDATE
+column outbox_group_high_water.purged_published_seq to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
 function outbox_aggregate_lock_key(text,text) to PUBLIC: EXECUTE
 function outbox_group_lock_key(text) to PUBLIC: EXECUTE
 function outbox_lock_aggregates(text[],text[]) to PUBLIC: EXECUTE
@@ -279,7 +290,9 @@ function outbox_notify() to PUBLIC: EXECUTE
 function outbox_order_key_state() to outbox_relay:outbox_test_template.public.outbox_events: EXECUTE
 function outbox_text_bound(jsonb) to PUBLIC: EXECUTE
 sequence outbox_events_seq_seq to outbox_relay:outbox_test_template.public.outbox_events: SELECT
+table outbox_deleted_on_publish to outbox_purge:outbox_test_template.public.outbox_events: SELECT
+table outbox_deleted_on_publish to outbox_relay:outbox_test_template.public.outbox_events: SELECT
 table outbox_events to outbox_purge:outbox_test_template.public.outbox_events: DELETE, SELECT
-table outbox_events to outbox_relay:outbox_test_template.public.outbox_events: SELECT
+table outbox_events to outbox_relay:outbox_test_template.public.outbox_events: DELETE, SELECT
 table outbox_group_high_water to outbox_purge:outbox_test_template.public.outbox_events: INSERT, SELECT
-table outbox_group_high_water to outbox_relay:outbox_test_template.public.outbox_events: SELECT
+table outbox_group_high_water to outbox_relay:outbox_test_template.public.outbox_events: INSERT, SELECT

@@ -184,6 +184,7 @@ describe("settings rows: what the Lambdas' readers do with them", () => {
       idlePollMinMs: r.idlePollMinMs.default,
       idlePollMaxMs: r.idlePollMaxMs.default,
       parallelRounds: r.parallelRounds.default,
+      retention: r.retention.default,
     });
     expect(relay).toMatchObject({ budgetMarginMs: r.budgetMarginMs.default, listen: r.listen.default });
     expect(relay).not.toHaveProperty("maxDurationMs");
@@ -310,6 +311,7 @@ describe("the construct's environment, read back by the handlers' readers", () =
         statementTimeoutMs: 3_000,
         budgetMarginMs: 7_000,
         listen: true,
+        retention: "delete",
       },
       purge: {
         retention: Duration.hours(48),
@@ -342,6 +344,7 @@ describe("the construct's environment, read back by the handlers' readers", () =
         idlePollMaxMs: 500,
         publishTimeoutMs: 4_000,
         statementTimeoutMs: 3_000,
+        retention: "delete",
       },
       budgetMarginMs: 7_000,
       listen: true,

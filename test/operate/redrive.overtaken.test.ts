@@ -3,6 +3,7 @@ import { withTransaction } from "../../functions/shared/db/session.ts";
 import { redriveDeadLetters } from "../../functions/shared/operate/sql/redriveDeadLetters.ts";
 import { outboxNames } from "../../functions/shared/outbox/names.ts";
 import { DEFAULT_PURGE_OPTIONS, runPurge } from "../../functions/shared/purge/purge.ts";
+import { recordOutcomes } from "../../functions/shared/relay/sql/recordOutcomes.ts";
 import { waitFor } from "../chaos/support/waitFor.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { openSession } from "../support/sessions.ts";
@@ -47,8 +48,54 @@ describe("redrive knows what it overtakes", () => {
     expect(redriven).toMatchObject([{ id: dead.id, overtaken: true }]);
   });
 
+  it("is false when nothing later of the group was published (the redriven event goes first)", async () => {
+    const group = `first-${Date.now()}`;
+    const dead = await insert(group, "dead");
+    await insert(group, "pending");
+    const redriven = await withTransaction(db.pool, (client) =>
+      redriveDeadLetters(client, names, { ids: [dead.id] }),
+    );
+    expect(redriven).toMatchObject([{ id: dead.id, overtaken: false }]);
+  });
+});
+
+/** Published by the relay's own record statement, in each retention mode (migration 0011). */
+describe.each(["keep", "delete"] as const)("redrive knows what it overtakes, retention %s", (retention) => {
+  it("after the relay published the successor and the purge ran (the rows are gone)", async () => {
+    const group = `relayed-${retention}-${Date.now()}`;
+    const dead = await insert(group, "dead");
+    const successor = await insert(group, "pending");
+    await withTransaction(db.pool, (client) =>
+      recordOutcomes(client, names, [{ id: successor.id, published: true }], retention),
+    );
+    await db.pool.query("update outbox_events set processed_at = now() - interval '30 days' where id = $1", [
+      successor.id,
+    ]);
+    await runPurge({ pool: db.pool, deadline: Date.now() + 60_000 }, { ...DEFAULT_PURGE_OPTIONS });
+    const { rows: left } = await db.pool.query("select id from outbox_events where id = $1", [successor.id]);
+    expect(left).toEqual([]);
+
+    const redriven = await withTransaction(db.pool, (client) =>
+      redriveDeadLetters(client, names, { ids: [dead.id] }),
+    );
+
+    expect(redriven).toMatchObject([{ id: dead.id, overtaken: true }]);
+  });
+
+  it("a group without a dead letter gets no high-water mark from the relay (its events pay nothing for it)", async () => {
+    const group = `plain-${retention}-${Date.now()}`;
+    const event = await insert(group, "pending");
+    await withTransaction(db.pool, (client) =>
+      recordOutcomes(client, names, [{ id: event.id, published: true }], retention),
+    );
+    const { rows } = await db.pool.query("select 1 from outbox_group_high_water where aggregate_id = $1", [
+      group,
+    ]);
+    expect(rows).toEqual([]);
+  });
+
   it("when the successor is claimed by a relay but not yet recorded: waits for that round, then says so", async () => {
-    const group = `claimed-${Date.now()}`;
+    const group = `claimed-${retention}-${Date.now()}`;
     const dead = await insert(group, "dead");
     const successor = await insert(group, "pending");
     const relay = await openSession(db.url);
@@ -71,22 +118,10 @@ describe("redrive knows what it overtakes", () => {
       },
       10_000,
     );
-    await relay.client.query("update outbox_events set processed_at = clock_timestamp() where id = $1", [
-      successor.id,
-    ]);
+    await recordOutcomes(relay.client, names, [{ id: successor.id, published: true }], retention);
     await relay.client.query("commit");
     await relay.client.end();
 
     expect(await redrive).toMatchObject([{ id: dead.id, overtaken: true }]);
-  });
-
-  it("is false when nothing later of the group was published (the redriven event goes first)", async () => {
-    const group = `first-${Date.now()}`;
-    const dead = await insert(group, "dead");
-    await insert(group, "pending");
-    const redriven = await withTransaction(db.pool, (client) =>
-      redriveDeadLetters(client, names, { ids: [dead.id] }),
-    );
-    expect(redriven).toMatchObject([{ id: dead.id, overtaken: false }]);
   });
 });

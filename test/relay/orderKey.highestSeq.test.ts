@@ -26,18 +26,20 @@ beforeAll(async () => {
 beforeEach(async () => {
   await db.pool.query("delete from outbox_events");
   await db.pool.query("delete from outbox_group_high_water");
+  await db.pool.query("update outbox_deleted_on_publish set events = 0, highest_seq = null");
   await db.pool.query(`alter sequence ${SEQUENCE} restart with 1`);
   aws.fake.clearDeliveries();
 });
 
 /** One relay invocation (what the Lambda and `outbox relay` run), draining. */
-function invoke() {
+function invoke(retention = "keep") {
   const config = relayConfigFromEnv(
     relayLambdaEnv({
       DATABASE_URL: db.url,
       OUTBOX_QUEUE_URL: queueUrl,
       AWS_ENDPOINT_URL: aws.fake.url,
       RELAY_MODE: "drain",
+      OUTBOX_RETENTION: retention,
     }),
   );
   return relayInvocation(
@@ -142,5 +144,17 @@ describe("the order-key check sees every seq", () => {
       event.id,
     ]);
     expect(BigInt(rows[0]?.seq ?? 0)).toBeGreaterThanOrEqual(1_000_000n);
+  });
+
+  it("refuses when the relay deleted every published row (retention delete) and the sequence ran backwards", async () => {
+    for (let n = 0; n < 3; n++) await enqueueCommitted(db.pool, anEvent({ aggregateId: "deleted" }));
+    await expect(invoke("delete")).resolves.toMatchObject({ published: 3 });
+    const { rows } = await db.pool.query<{ n: number }>("select count(*)::integer as n from outbox_events");
+    expect(rows[0]?.n).toBe(0);
+    await db.pool.query(`alter sequence ${SEQUENCE} restart with 1`);
+    await enqueueCommitted(db.pool, anEvent({ aggregateId: "deleted" }));
+
+    await expect(invoke("delete")).rejects.toMatchObject({ name: "OrderKeyError" });
+    expect(aws.fake.deliveries()).toHaveLength(3);
   });
 });

@@ -9,10 +9,14 @@ export async function writeEvents(db: pg.Pool, events: OutboxEvent<unknown>[]) {
   return rows.map((row, index) => ({ ...row, aggregateId: events[index]?.aggregateId as string }));
 }
 
-/** How many rows are published, still pending, and dead-lettered. */
+/**
+ * How many events are published (rows marked so, plus those the relay deleted as published: migration 0011's
+ * counter), still pending, and dead-lettered.
+ */
 export async function rowStates(db: Queryable) {
   const { rows } = await db.query(
-    `select count(*) filter (where processed_at is not null)::int as published,
+    `select (count(*) filter (where processed_at is not null)
+             + (select events from outbox_deleted_on_publish))::int as published,
             count(*) filter (where processed_at is null and dead_lettered_at is null)::int as pending,
             count(*) filter (where dead_lettered_at is not null)::int as dead
      from outbox_events`,

@@ -8,6 +8,8 @@ import {
   roundReserveMs,
   runRelay,
 } from "../../functions/shared/relay/engine.ts";
+import { RELAY_SETTINGS } from "../../functions/shared/relay/settings.ts";
+import { readChoice } from "../../functions/shared/util/settings.ts";
 
 /** Options for tests: fast backoff and short timeouts so failure paths finish in milliseconds. */
 export interface TestRelayOptions extends RelayOptions {
@@ -15,6 +17,12 @@ export interface TestRelayOptions extends RelayOptions {
   queueUrl: string;
   maxMessageBytes?: number;
 }
+
+/**
+ * The retention mode tests relay in: OUTBOX_RETENTION, read through the relay's own settings row, so every suite
+ * that relays through these helpers runs in either mode (`OUTBOX_RETENTION=delete npx vitest run ...`).
+ */
+export const TEST_RETENTION = readChoice(process.env, RELAY_SETTINGS.retention);
 
 export function testRelayOptions(
   queueUrl: string,
@@ -30,6 +38,7 @@ export function testRelayOptions(
     statementTimeoutMs: 2_000,
     // One loop, so tests can count rounds exactly; parallel rounds have tests of their own.
     parallelRounds: 1,
+    retention: TEST_RETENTION,
     ...overrides,
   };
 }

@@ -118,6 +118,12 @@ export const RELAY_SETTINGS = {
     max: 900_000,
     doc: "cap on one invocation's dwell; unset: until the deadline minus the margin",
   }),
+  retention: choiceSetting({
+    env: "OUTBOX_RETENTION",
+    default: d.retention,
+    choices: ["keep", "delete"],
+    doc: "keep: mark published rows, the purge deletes them later; delete: delete them as they are published",
+  }),
   listen: booleanSetting({
     env: "RELAY_LISTEN",
     default: false,
@@ -158,6 +164,7 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
     idlePollMinMs: readInteger(env, s.idlePollMinMs),
     idlePollMaxMs: readInteger(env, s.idlePollMaxMs),
     parallelRounds: readInteger(env, s.parallelRounds),
+    retention: readChoice(env, s.retention),
   };
   validateRelayOptions(relay);
   const database = databaseSourceFromEnv(env);

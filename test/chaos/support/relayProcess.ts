@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 /** What relayWorker.ts reports over IPC. */
 export type WorkerMessage =
   | { type: "ready"; pid: number }
-  | { type: "round"; claimed: number; published: number }
+  | { type: "round"; claimed: number; published: number; failed: number }
   | { type: "roundFailed"; error: string }
   | { type: "invocation"; stoppedBy: string; published: number; ms: number }
   | { type: "hardTimeout" };
@@ -19,6 +19,8 @@ export interface FleetStats {
   killed: number;
   rounds: number;
   published: number;
+  /** Entries whose publish failed (each try of a row counts): survives the row in both retention modes. */
+  failedEntries: number;
   failedRounds: number;
   invocations: number;
   invocationsByStop: Record<string, number>;
@@ -37,6 +39,7 @@ export class RelayFleet {
     killed: 0,
     rounds: 0,
     published: 0,
+    failedEntries: 0,
     failedRounds: 0,
     invocations: 0,
     invocationsByStop: {},
@@ -127,6 +130,7 @@ export class RelayFleet {
     if (message.type === "round") {
       s.rounds++;
       s.published += message.published;
+      s.failedEntries += message.failed;
     } else if (message.type === "roundFailed") {
       s.failedRounds++;
       s.lastErrors = [...s.lastErrors.slice(-4), message.error];

@@ -59,7 +59,8 @@ while (!stop.signal.aborted) {
       deadline: started + invocationMs - config.budgetMarginMs,
       logger,
       signal: stop.signal,
-      onRound: (report) => send({ type: "round", claimed: report.claimed, published: report.published }),
+      onRound: (report) =>
+        send({ type: "round", claimed: report.claimed, published: report.published, failed: report.failed }),
     },
     config.relay,
   );

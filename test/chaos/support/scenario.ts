@@ -1,10 +1,12 @@
 import { CreateEventBusCommand, EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
+import { RELAY_SETTINGS } from "../../../functions/shared/relay/settings.ts";
 import { LOCAL_AWS } from "../../../local/backends/awsEndpoint.ts";
 import type { Delivery, FakeSqs } from "../../../local/fakes/fakeSqs.ts";
 import { eventsAsDeliveries } from "../../support/eventBridge.ts";
 import { checkLedger, type LedgerReport } from "../../support/ledger.ts";
+import { TEST_RETENTION } from "../../support/relay.ts";
 import { type ProducerLoad, Producers } from "./producers.ts";
 import { chaosLoad } from "./profile.ts";
 import { type FleetStats, RelayFleet } from "./relayProcess.ts";
@@ -56,8 +58,10 @@ export interface ChaosReport {
   unexplainedDuplicates: string[];
   duplicateCauses: Record<string, number>;
   /**
-   * Rows by state at the end; `retried`: rows that needed more than one try (the faults hit them), whether the
-   * failure counted as an attempt (the message's fault) or a transient failure (SQS's).
+   * Rows by state at the end (published: marked rows plus those deleted as published); `retried`: rows still in
+   * the table that needed more than one try, whether the failure counted as an attempt (the message's fault) or a
+   * transient failure (SQS's). With OUTBOX_RETENTION=delete a published row is gone: `relays.failedEntries`
+   * counts the failed tries in either mode.
    */
   table: { published: number; pending: number; dead: number; retried: number };
   relays: FleetStats;
@@ -77,6 +81,7 @@ export const CHAOS_ROWS_IN_FLIGHT_PER_RELAY = CHAOS_BATCH_SIZE * CHAOS_PARALLEL_
 /** Relay settings for chaos: retries fast (20-500 ms backoff) and never dead-letters a transient failure. */
 const CHAOS_RELAY_ENV = {
   RELAY_MODE: "dwell",
+  [RELAY_SETTINGS.retention.env]: TEST_RETENTION,
   RELAY_BATCH_SIZE: String(CHAOS_BATCH_SIZE),
   RELAY_PARALLEL_ROUNDS: String(CHAOS_PARALLEL_ROUNDS),
   RELAY_CONCURRENCY: "10",
@@ -217,7 +222,8 @@ async function createQueue(fake: FakeSqs, name: string): Promise<string> {
 
 async function tableState(pool: pg.Pool) {
   const { rows } = await pool.query<ChaosReport["table"]>(
-    `select count(*) filter (where processed_at is not null)::integer as published,
+    `select (count(*) filter (where processed_at is not null)
+             + (select events from outbox_deleted_on_publish))::integer as published,
             count(*) filter (where processed_at is null and dead_lettered_at is null)::integer as pending,
             count(*) filter (where dead_lettered_at is not null)::integer as dead,
             count(*) filter (where attempts + transient_failures > 0)::integer as retried

@@ -21,11 +21,29 @@ export interface RowOutcome {
 export const MAX_ERROR_LENGTH = 1_000;
 
 /**
- * Records a whole round in one UPDATE: published rows get processed_at; failed rows get one more attempt or
- * transient failure, their error, the next attempt time, and possibly dead_lettered_at. One statement instead of
- * one per row keeps the round trip count constant (the seed's per-row UPDATE is what makes the baseline slow) and
- * the locks short. processed_at is clock_timestamp(), not now(): now() is the transaction's start, before the
- * publish, and would understate the publish lag.
+ * What happens to a published row (OUTBOX_RETENTION): `keep` marks it (processed_at) and leaves it to the purge;
+ * `delete` deletes it in the round's transaction (migration 0011 says what stays to stand in for it).
+ */
+export type Retention = "keep" | "delete";
+
+/**
+ * Records a whole round in one statement: failed rows get one more attempt or transient failure, their error, the
+ * next attempt time, and possibly dead_lettered_at; published rows get processed_at (`keep`) or are deleted
+ * (`delete`). One statement instead of one per row keeps the round trip count constant (the seed's per-row UPDATE
+ * is what makes the baseline slow) and the locks short. processed_at is clock_timestamp(), not now(): now() is the
+ * transaction's start, before the publish, and would understate the publish lag.
+ *
+ * Why `delete` is cheaper (docs/benchmarks.md, "Retention modes"): marking writes a new version of the whole row,
+ * payload included, and an entry in every index its new version matches (id, seq, processed_at), since
+ * processed_at is in every partial index's predicate and so can never be a HOT update; a delete writes one small
+ * record per row. In `delete`, the same statement also
+ * - writes the group's high-water mark (0006) when the deleted event overtook a dead letter of its group (a dead
+ *   letter with a smaller seq: one pending_group descent per deleted row, no write otherwise), which is what
+ *   redrive's "overtaken" check reads once the event is gone. Only the group's head is claimed, so a round never
+ *   holds both a group's dead letter in the making and a successor that could overtake it;
+ * - raises the counters row (0011) by the round's count and highest seq: one HOT update per round, which the
+ *   order-key check and the published counts read. Parallel rounds queue on that row only from this statement to
+ *   their commit.
  *
  * The statement cannot fail because of one row, since it records messages SQS has already accepted: a failure
  * would roll back every row's record, and the next round would resend them all, every round. So every value is
@@ -33,21 +51,31 @@ export const MAX_ERROR_LENGTH = 1_000;
  * with attempts = 2147483647), the backoff is at most a day past clock_timestamp() (far from timestamptz's end),
  * and the error text loses the NUL characters Postgres text refuses and is cut to MAX_ERROR_LENGTH characters.
  */
-export async function recordOutcomes(db: Queryable, names: OutboxNames, outcomes: readonly RowOutcome[]) {
+export async function recordOutcomes(
+  db: Queryable,
+  names: OutboxNames,
+  outcomes: readonly RowOutcome[],
+  retention: Retention = "keep",
+) {
   if (outcomes.length === 0) return;
   await db.query(
-    `update ${names.qualified} as o
-     set processed_at = case when r.published then clock_timestamp() end,
-         attempts = case when r.counts = 'attempt' then least(o.attempts, 2147483646) + 1 else o.attempts end,
-         transient_failures = case when r.counts = 'transient' then least(o.transient_failures, 2147483646) + 1
-                                   else o.transient_failures end,
-         last_error = case when r.published then o.last_error else left(r.error, $7::integer) end,
-         available_at = case when r.published then o.available_at
-                             else clock_timestamp() + r.retry_in_ms * interval '1 millisecond' end,
-         dead_lettered_at = case when r.dead_letter then clock_timestamp() end
-     from unnest($1::uuid[], $2::boolean[], $3::text[], $4::integer[], $5::boolean[], $6::text[])
-          as r(id, published, error, retry_in_ms, dead_letter, counts)
-     where o.id = r.id`,
+    `with r as (
+       select * from unnest($1::uuid[], $2::boolean[], $3::text[], $4::integer[], $5::boolean[], $6::text[])
+         as r(id, published, error, retry_in_ms, dead_letter, counts)
+     ),
+     failed as (
+       update ${names.qualified} as o
+       set attempts = case when r.counts = 'attempt' then least(o.attempts, 2147483646) + 1 else o.attempts end,
+           transient_failures = case when r.counts = 'transient' then least(o.transient_failures, 2147483646) + 1
+                                     else o.transient_failures end,
+           last_error = left(r.error, $7::integer),
+           available_at = clock_timestamp() + r.retry_in_ms * interval '1 millisecond',
+           dead_lettered_at = case when r.dead_letter then clock_timestamp() end
+       from r
+       where o.id = r.id and not r.published
+     ),
+     ${retention === "delete" ? deletePublished(names) : markPublished(names)}
+     select 1`,
     [
       outcomes.map((outcome) => outcome.id),
       outcomes.map((outcome) => outcome.published),
@@ -58,6 +86,43 @@ export async function recordOutcomes(db: Queryable, names: OutboxNames, outcomes
       MAX_ERROR_LENGTH,
     ],
   );
+}
+
+function markPublished(names: OutboxNames) {
+  return `published as (
+       update ${names.qualified} as o
+       set processed_at = clock_timestamp()
+       from r
+       where o.id = r.id and r.published
+     )`;
+}
+
+function deletePublished(names: OutboxNames) {
+  return `deleted as (
+       delete from ${names.qualified} as o
+       using r
+       where o.id = r.id and r.published
+       returning o.aggregate_id, o.seq
+     ),
+     marked as (
+       insert into ${names.related("group_high_water")} as h (aggregate_id, purged_published_seq)
+       select d.aggregate_id, max(d.seq)
+       from deleted as d
+       where exists (
+         select 1 from ${names.qualified} as dead
+         where dead.aggregate_id = d.aggregate_id and dead.seq < d.seq
+           and dead.processed_at is null and dead.dead_lettered_at is not null
+       )
+       group by d.aggregate_id
+       on conflict (aggregate_id) do update set purged_published_seq = excluded.purged_published_seq
+         where h.purged_published_seq < excluded.purged_published_seq
+     ),
+     counted as (
+       update ${names.related("deleted_on_publish")} as c
+       set events = c.events + d.events, highest_seq = greatest(c.highest_seq, d.highest_seq)
+       from (select count(*) as events, max(seq) as highest_seq from deleted) as d
+       where d.events > 0
+     )`;
 }
 
 /** Text Postgres accepts: no NUL, no lone surrogate (a cut through a surrogate pair would leave one). */
