@@ -6,6 +6,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { cpus } from "node:os";
 import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay/engine.ts";
+import { defaultRelayMemory } from "../infra/relayTiming.ts";
 import { type BacklogShape, startBenchDatabase } from "./lib/benchDatabase.ts";
 import { CpuMeter } from "./lib/cpuMeter.ts";
 import { startBenchSqsEndpoint } from "./lib/sqsEndpoint.ts";
@@ -27,6 +28,7 @@ import { measurePurgeInterference } from "./measures/purgeInterference.ts";
 import { measureRelayBundle } from "./measures/relayBundle.ts";
 import { measureRelayMemory } from "./measures/relayMemory.ts";
 import { profileRelay } from "./measures/relayProfile.ts";
+import { measureRelayQuota, type RelayQuotaRun } from "./measures/relayQuota.ts";
 import { measureRelay, type RelayRun, type RelayTuning } from "./measures/relayThroughput.ts";
 import { measureSdkPipeline } from "./measures/sdkPipeline.ts";
 import { measureSeedBaseline } from "./measures/seedBaseline.ts";
@@ -65,6 +67,16 @@ const LATENCY_TUNINGS: RelayTuning[] = [
   { batchSize: 500, concurrency: 50 },
   { batchSize: 1000, concurrency: 50 },
 ];
+/**
+ * Lambda memory sizes whose CPU share the quota part gives the relay (null: no quota): what payloads alone need
+ * (448 MB, the default until 2026-12-02), the construct's default (relayMemory in infra/relayTiming.ts, sized for
+ * its throughput target too), 1,024 MB, and 1,769 MB, one whole vCPU.
+ */
+const QUOTA_MEMORY_MB: (number | null)[] = [
+  ...new Set([defaultRelayMemory().payloadMb, defaultRelayMemory().memoryMb, 1_024, 1_769]),
+].sort((a, b) => a - b);
+QUOTA_MEMORY_MB.push(null);
+const QUOTA_REPEATS = 2;
 const BASELINE_BACKLOG: BacklogShape = { events: 10_000, aggregates: 1_000 };
 /** At 20 ms per SendMessage the baseline does ~45 events/s: 500 events keep a run near 10 s. */
 const BASELINE_20MS_BACKLOG: BacklogShape = { events: 500, aggregates: 500 };
@@ -110,6 +122,7 @@ const PARTS = [
   "memory",
   "consumer",
   "destinations",
+  "quota",
   "wal",
 ] as const;
 type Part = (typeof PARTS)[number];
@@ -356,6 +369,20 @@ try {
         cpuPer1k: middle.cpuPer1k,
       };
     });
+  }
+  if (runs("quota")) {
+    log(
+      `relay process under a Lambda CPU share (${QUOTA_MEMORY_MB.map((mb) => mb ?? "no quota").join(", ")} MB), SQS +${SQS_LATENCY_MS} ms`,
+    );
+    const quotaRuns: RelayQuotaRun[] = [];
+    for (let i = 0; i < QUOTA_REPEATS; i++) {
+      for (const memoryMb of QUOTA_MEMORY_MB) {
+        quotaRuns.push(
+          await measureRelayQuota(db.server.url, db.pool, endpoint, BACKLOG, memoryMb, SQS_LATENCY_MS),
+        );
+      }
+    }
+    results.relayQuota = quotaRuns;
   }
   if (runs("wal")) {
     log("(13) WAL bytes per event: enqueue, relay, purge, vacuum (3 runs)");
