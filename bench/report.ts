@@ -1,3 +1,4 @@
+import type { DestinationKind } from "../functions/shared/destinations/destination.ts";
 import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay/engine.ts";
 import type { CpuReading } from "./lib/cpuMeter.ts";
 import type { PhaseTotals } from "./lib/roundProfile.ts";
@@ -99,7 +100,7 @@ export interface BenchResults {
 }
 
 export interface DestinationThroughput {
-  destination: "sqs-fifo" | "eventbridge";
+  destination: Exclude<DestinationKind, "routes">;
   latencyMs: number;
   eventsPerSecond: Repeated;
   cpuPer1k: CpuReading;
@@ -551,10 +552,17 @@ export function markdownReport(r: BenchResults): string {
   return sections.join("\n\n");
 }
 
-/** Default options; one row per destination and endpoint latency, medians of the repeats. */
-function destinationTable(runs: DestinationThroughput[]): string {
+/**
+ * Default options; one row per destination and endpoint latency, medians of the repeats. SQS FIFO and EventBridge
+ * are the relay's single destinations; the others are reached through a route table of one route.
+ */
+export function destinationTable(runs: DestinationThroughput[]): string {
   const label = {
     "sqs-fifo": "SQS FIFO (SendMessageBatch)",
+    sqs: "SQS standard (SendMessageBatch, one route)",
+    "sns-fifo": "SNS FIFO (PublishBatch, one route)",
+    sns: "SNS standard (PublishBatch, one route)",
+    kinesis: "Kinesis (PutRecords, one route)",
     eventbridge: "EventBridge (PutEvents)",
   } as const;
   return markdownTable(

@@ -77,6 +77,9 @@ const QUOTA_MEMORY_MB: (number | null)[] = [
 ].sort((a, b) => a - b);
 QUOTA_MEMORY_MB.push(null);
 const QUOTA_REPEATS = 2;
+/** Every kind of place the relay publishes to; 6 kinds x 2 latencies: two runs each keep the part near 10 minutes. */
+const DESTINATIONS = ["sqs-fifo", "sqs", "sns-fifo", "sns", "kinesis", "eventbridge"] as const;
+const DESTINATION_REPEATS = 2;
 const BASELINE_BACKLOG: BacklogShape = { events: 10_000, aggregates: 1_000 };
 /** At 20 ms per SendMessage the baseline does ~45 events/s: 500 events keep a run near 10 s. */
 const BASELINE_20MS_BACKLOG: BacklogShape = { events: 500, aggregates: 500 };
@@ -348,12 +351,12 @@ try {
     results.consumer = summarizeConsumer(CONSUMER_SHAPE, consumerRuns);
   }
   if (runs("destinations")) {
-    log("relay to an SQS FIFO queue and to an EventBridge bus, 0 and 20 ms, default options, interleaved");
+    log(`relay to each destination (${DESTINATIONS.join(", ")}), 0 and 20 ms, default options, interleaved`);
     const cases = [0, SQS_LATENCY_MS].flatMap((latencyMs) =>
-      (["sqs-fifo", "eventbridge"] as const).map((destination) => ({ destination, latencyMs })),
+      DESTINATIONS.map((destination) => ({ destination, latencyMs })),
     );
     const byCase = new Map(cases.map((c) => [c, [] as RelayRun[]]));
-    for (let i = 0; i < REPEATS; i++) {
+    for (let i = 0; i < DESTINATION_REPEATS; i++) {
       for (const c of cases) {
         const tuning = { ...DEFAULT_TUNING, destination: c.destination };
         byCase.get(c)?.push(await measureRelay(db.pool, endpoint, BACKLOG, tuning, c.latencyMs, meter));
