@@ -1,6 +1,8 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
 import { cpuQuotaGroup } from "./cpuQuota.ts";
+import { createBenchQueue, deleteBenchQueue, relaySqsClient } from "./sqsClient.ts";
 import type { BenchSqsEndpoint } from "./sqsEndpoint.ts";
 
 const WORKER = fileURLToPath(new URL("../measures/relayMemoryWorker.ts", import.meta.url));
@@ -16,7 +18,7 @@ export interface WorkerDrain {
 }
 
 /**
- * Drains the outbox into `queueUrl` with the relay in a fresh process (measures/relayMemoryWorker.ts), so its
+ * Drains the outbox into a fresh FIFO queue with the relay in a fresh process (measures/relayMemoryWorker.ts), so its
  * maxRSS and CPU time are its own; with `quotaMemoryMb`, inside a CPU quota group of that Lambda memory's share
  * (lib/cpuQuota.ts), joined before the worker starts its first claim. Every event must have reached the
  * endpoint, or the run is an error, not a number.
@@ -24,12 +26,15 @@ export interface WorkerDrain {
 export async function drainInWorker(input: {
   databaseUrl: string;
   endpoint: BenchSqsEndpoint;
-  queueUrl: string;
+  /** Names the run's fresh queue. */
+  label: string;
   events: number;
   batchMaxBytes: number;
   quotaMemoryMb?: number;
 }): Promise<WorkerDrain> {
   const { endpoint, events } = input;
+  const sqs = relaySqsClient(endpoint.url, DEFAULT_RELAY_OPTIONS.publishTimeoutMs);
+  const queueUrl = await createBenchQueue(sqs, input.label);
   await endpoint.takeDeliveries();
   const group = input.quotaMemoryMb === undefined ? undefined : cpuQuotaGroup(input.quotaMemoryMb);
   try {
@@ -38,7 +43,7 @@ export async function drainInWorker(input: {
         PATH: process.env.PATH ?? "",
         BENCH_DATABASE_URL: input.databaseUrl,
         BENCH_SQS_URL: endpoint.url,
-        BENCH_QUEUE_URL: input.queueUrl,
+        BENCH_QUEUE_URL: queueUrl,
         BENCH_BATCH_MAX_BYTES: String(input.batchMaxBytes),
       },
       stdio: ["pipe", "pipe", "inherit"],
@@ -67,5 +72,7 @@ export async function drainInWorker(input: {
     return report;
   } finally {
     group?.remove();
+    await deleteBenchQueue(sqs, queueUrl);
+    sqs.destroy();
   }
 }

@@ -2,7 +2,6 @@ import type pg from "pg";
 import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
 import { resetOutbox } from "../lib/benchDatabase.ts";
 import { drainInWorker } from "../lib/relayWorker.ts";
-import { createBenchQueue, deleteBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
 export interface RelayMemoryRun {
@@ -40,26 +39,19 @@ export async function measureRelayMemory(
     [shape.events, shape.payloadBytes],
   );
   await pool.query("vacuum analyze outbox_events");
-  const sqs = relaySqsClient(endpoint.url, DEFAULT_RELAY_OPTIONS.publishTimeoutMs);
-  const queueUrl = await createBenchQueue(sqs, "memory");
-  try {
-    const report = await drainInWorker({
-      databaseUrl,
-      endpoint,
-      queueUrl,
-      events: shape.events,
-      batchMaxBytes,
-    });
-    return {
-      batchMaxBytes,
-      events: shape.events,
-      payloadBytes: shape.payloadBytes,
-      peakRssMiB: report.peakRssMiB,
-      idleRssMiB: report.idleRssMiB,
-      seconds: report.ms / 1000,
-    };
-  } finally {
-    await deleteBenchQueue(sqs, queueUrl);
-    sqs.destroy();
-  }
+  const report = await drainInWorker({
+    databaseUrl,
+    endpoint,
+    label: "memory",
+    events: shape.events,
+    batchMaxBytes,
+  });
+  return {
+    batchMaxBytes,
+    events: shape.events,
+    payloadBytes: shape.payloadBytes,
+    peakRssMiB: report.peakRssMiB,
+    idleRssMiB: report.idleRssMiB,
+    seconds: report.ms / 1000,
+  };
 }

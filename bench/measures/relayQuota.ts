@@ -3,7 +3,6 @@ import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
 import { vcpuShare } from "../lib/cpuQuota.ts";
 import { drainInWorker } from "../lib/relayWorker.ts";
-import { createBenchQueue, deleteBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
 export interface RelayQuotaRun {
@@ -33,26 +32,19 @@ export async function measureRelayQuota(
   await resetOutbox(pool);
   await seedBacklog(pool, shape);
   await endpoint.setLatency(sqsLatencyMs);
-  const sqs = relaySqsClient(endpoint.url, DEFAULT_RELAY_OPTIONS.publishTimeoutMs);
-  const queueUrl = await createBenchQueue(sqs, `quota-${memoryMb ?? "none"}`);
-  try {
-    const report = await drainInWorker({
-      databaseUrl,
-      endpoint,
-      queueUrl,
-      events: shape.events,
-      batchMaxBytes: DEFAULT_RELAY_OPTIONS.batchMaxBytes,
-      ...(memoryMb === null ? {} : { quotaMemoryMb: memoryMb }),
-    });
-    return {
-      memoryMb,
-      vcpu: memoryMb === null ? null : vcpuShare(memoryMb),
-      sqsLatencyMs,
-      eventsPerSecond: report.published / (report.ms / 1000),
-      cpuUsPerEvent: (report.cpuMs * 1000) / report.published,
-    };
-  } finally {
-    await deleteBenchQueue(sqs, queueUrl);
-    sqs.destroy();
-  }
+  const report = await drainInWorker({
+    databaseUrl,
+    endpoint,
+    label: `quota-${memoryMb ?? "none"}`,
+    events: shape.events,
+    batchMaxBytes: DEFAULT_RELAY_OPTIONS.batchMaxBytes,
+    ...(memoryMb === null ? {} : { quotaMemoryMb: memoryMb }),
+  });
+  return {
+    memoryMb,
+    vcpu: memoryMb === null ? null : vcpuShare(memoryMb),
+    sqsLatencyMs,
+    eventsPerSecond: report.published / (report.ms / 1000),
+    cpuUsPerEvent: (report.cpuMs * 1000) / report.published,
+  };
 }

@@ -9,22 +9,16 @@
  * the stream by name or ARN (ResourceNotFoundException), positional per-record results with a sequence number
  * that grows per stream. Not modelled: shards and their throughput limits, reading, encryption.
  */
+
 import { ACCOUNT, REGION } from "./account.ts";
+import { ServiceError } from "./serviceError.ts";
 
 const MAX_RECORDS = 500;
 const MAX_RECORD_BYTES = 1_048_576;
 const MAX_REQUEST_BYTES = 5 * 1_048_576;
 
 /** An error Kinesis answers a whole request with: `code` becomes the JSON 1.1 `__type`. */
-export class KinesisError extends Error {
-  readonly code: string;
-  readonly status: number;
-  constructor(code: string, message: string, status = 400) {
-    super(message);
-    this.code = code;
-    this.status = status;
-  }
-}
+export class KinesisError extends ServiceError {}
 
 /** One accepted record, in arrival order. */
 export interface StreamRecord {

@@ -9,24 +9,18 @@
  * of the messages ≤ 256 KiB (BatchRequestTooLong), unknown topic (NotFound). Not modelled: subscriptions and
  * delivery, FIFO deduplication, message size per attribute, Publish, permissions.
  */
+
 import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
 import { ACCOUNT, REGION } from "./account.ts";
+import { ServiceError } from "./serviceError.ts";
 
 const MAX_ENTRIES = 10;
 const MAX_BATCH_BYTES = 262_144;
 const XMLNS = "http://sns.amazonaws.com/doc/2010-03-31/";
 
 /** An error SNS answers a whole request with; `code` is the awsQuery error code the SDK maps to its exception. */
-export class SnsError extends Error {
-  readonly code: string;
-  readonly status: number;
-  constructor(code: string, message: string, status = 400) {
-    super(message);
-    this.code = code;
-    this.status = status;
-  }
-}
+export class SnsError extends ServiceError {}
 
 /** One accepted message, in arrival order. */
 export interface PublishedMessage {

@@ -8,8 +8,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { EventsError, FakeEventBridge } from "./fakeEventBridge.ts";
-import { FakeKinesis, KinesisError } from "./fakeKinesis.ts";
+import { FakeEventBridge } from "./fakeEventBridge.ts";
+import { FakeKinesis } from "./fakeKinesis.ts";
 import { FakeSns, parseForm, SnsError, writeSnsError, writeSnsOutput } from "./fakeSns.ts";
 import {
   defaultFaults,
@@ -20,6 +20,7 @@ import {
   type RequestInfo,
   requestFault,
 } from "./faults.ts";
+import { ServiceError } from "./serviceError.ts";
 import type { QueueDepth } from "./sqsQueue.ts";
 import { type Delivery, emptyStats, type FakeSqsStats, SqsService } from "./sqsService.ts";
 import {
@@ -201,7 +202,7 @@ export class FakeSqsServer implements FakeSqs {
         res,
         error instanceof SqsError
           ? error
-          : error instanceof EventsError || error instanceof KinesisError
+          : error instanceof ServiceError
             ? new SqsError(error.code, error.message, error.status)
             : new SqsError("InternalError", `Fake SQS bug: ${String(error)}`),
       );
@@ -238,7 +239,7 @@ export class FakeSqsServer implements FakeSqs {
       writeSnsOutput(res, xml);
     } catch (error) {
       const { code, message, status } =
-        error instanceof SnsError || error instanceof SqsError
+        error instanceof ServiceError || error instanceof SqsError
           ? error
           : new SnsError("InternalError", `Fake SNS bug: ${String(error)}`, 500);
       if (THROTTLE_CODES.has(code)) this.stats.throttled++;
