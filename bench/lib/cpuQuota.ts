@@ -1,12 +1,6 @@
 import { mkdirSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-
-/**
- * Lambda's CPU share: "Lambda allocates CPU power in proportion to the amount of memory configured ... at 1,769 MB,
- * a function has the equivalent of one vCPU (one vCPU-second of credits per second)" (AWS Lambda developer guide,
- * "Configure Lambda function memory"). 448 MB is 0.253 vCPU.
- */
-export const LAMBDA_MB_PER_VCPU = 1_769;
+import { LAMBDA_MB_PER_VCPU } from "../../infra/relayTiming.ts";
 
 /** CFS accounting period, µs: 100 ms, the kernel's default and what a quota is a share of. */
 export const CFS_PERIOD_US = 100_000;
@@ -16,7 +10,7 @@ const CPU_CONTROLLER = "/sys/fs/cgroup/cpu";
 
 let groups = 0;
 
-/** The vCPU share Lambda gives a function of `memoryMb`. */
+/** The vCPU share Lambda gives a function of `memoryMb` (one vCPU at 1,769 MB; infra/relayTiming.ts cites it). */
 export const vcpuShare = (memoryMb: number): number => memoryMb / LAMBDA_MB_PER_VCPU;
 
 /** cpu.cfs_quota_us for `memoryMb`'s share of one CPU per CFS_PERIOD_US (at least the kernel's 1 ms minimum). */
@@ -41,15 +35,15 @@ export interface CpuQuotaGroup {
  * or not writable (not root, a read-only /sys): a bench that quietly ran without the quota would report the
  * machine's speed as Lambda's.
  */
-export function cpuQuotaGroup(memoryMb: number): CpuQuotaGroup {
-  const path = join(CPU_CONTROLLER, `outbox-bench-${process.pid}-${++groups}`);
+export function cpuQuotaGroup(memoryMb: number, controller = CPU_CONTROLLER): CpuQuotaGroup {
+  const path = join(controller, `outbox-bench-${process.pid}-${++groups}`);
   const write = (file: string, value: number) => {
     try {
       writeFileSync(join(path, file), String(value));
     } catch (error) {
       throw new Error(
         `cannot write ${join(path, file)} (${(error as Error).message}): the CPU quota needs the cgroup v1 cpu ` +
-          `controller at ${CPU_CONTROLLER}, writable (run as root)`,
+          `controller at ${controller}, writable (run as root)`,
         { cause: error },
       );
     }
@@ -59,7 +53,7 @@ export function cpuQuotaGroup(memoryMb: number): CpuQuotaGroup {
   } catch (error) {
     throw new Error(
       `cannot create the cgroup ${path} (${(error as Error).message}): the CPU quota needs the cgroup v1 cpu ` +
-        `controller mounted at ${CPU_CONTROLLER} and writable (run as root)`,
+        `controller mounted at ${controller} and writable (run as root)`,
       { cause: error },
     );
   }
