@@ -1,3 +1,4 @@
+import type { DestinationKind } from "../functions/shared/destinations/destination.ts";
 import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay/engine.ts";
 import type { CpuReading } from "./lib/cpuMeter.ts";
 import type { PhaseTotals } from "./lib/roundProfile.ts";
@@ -13,6 +14,7 @@ import type { PurgeInterferenceRun } from "./measures/purgeInterference.ts";
 import type { RelayBundle } from "./measures/relayBundle.ts";
 import type { RelayMemoryRun } from "./measures/relayMemory.ts";
 import type { RelayProfile } from "./measures/relayProfile.ts";
+import type { RelayQuotaRun } from "./measures/relayQuota.ts";
 import type { RelayTuning } from "./measures/relayThroughput.ts";
 import type { RecordVariant, RetentionModeRun } from "./measures/retention.ts";
 import type { SdkPipelineResult } from "./measures/sdkPipeline.ts";
@@ -89,6 +91,8 @@ export interface BenchResults {
   walPerEvent?: WalPerEventRun[];
   /** (14) Each OUTBOX_RETENTION mode side by side, and ways to record "published" (measures/retention.ts). */
   retention?: { modes: RetentionModeRun[]; recordVariants: RecordVariant[] };
+  /** The relay's process under the CPU share of a Lambda memory size, SQS +20 ms (measures/relayQuota.ts). */
+  relayQuota?: RelayQuotaRun[];
   /** The same relay and backlog to an SQS FIFO queue and to an EventBridge bus, at each endpoint latency. */
   destinations?: DestinationThroughput[];
   /** The payload load's direct statement against the walk alone (as before it), interleaved in one run. */
@@ -99,7 +103,7 @@ export interface BenchResults {
 }
 
 export interface DestinationThroughput {
-  destination: "sqs-fifo" | "eventbridge";
+  destination: Exclude<DestinationKind, "routes">;
   latencyMs: number;
   eventsPerSecond: Repeated;
   cpuPer1k: CpuReading;
@@ -545,15 +549,23 @@ export function markdownReport(r: BenchResults): string {
   if (stalls !== "") sections.push("### Stalls: latency runs' rounds, pauses and the database", stalls);
   if (r.relayProfile) sections.push("### Where the relay thread's CPU goes", profileTable(r.relayProfile));
   if (r.enqueue) sections.push("### Enqueue with the order guarantee", enqueueTable(r.enqueue));
-  if (r.destinations)
-    sections.push("### SQS FIFO queue and EventBridge bus", destinationTable(r.destinations));
+  if (r.destinations) sections.push("### Destinations", destinationTable(r.destinations));
+  if (r.relayQuota)
+    sections.push("### One relay invocation on a Lambda's CPU share", quotaTable(r.relayQuota));
   return sections.join("\n\n");
 }
 
-/** Default options; one row per destination and endpoint latency, medians of the repeats. */
-function destinationTable(runs: DestinationThroughput[]): string {
+/**
+ * Default options; one row per destination and endpoint latency, medians of the repeats. SQS FIFO and EventBridge
+ * are the relay's single destinations; the others are reached through a route table of one route.
+ */
+export function destinationTable(runs: DestinationThroughput[]): string {
   const label = {
     "sqs-fifo": "SQS FIFO (SendMessageBatch)",
+    sqs: "SQS standard (SendMessageBatch, one route)",
+    "sns-fifo": "SNS FIFO (PublishBatch, one route)",
+    sns: "SNS standard (PublishBatch, one route)",
+    kinesis: "Kinesis (PutRecords, one route)",
     eventbridge: "EventBridge (PutEvents)",
   } as const;
   return markdownTable(
@@ -564,5 +576,35 @@ function destinationTable(runs: DestinationThroughput[]): string {
       `${n(run.eventsPerSecond.median)} (${n(run.eventsPerSecond.min)}–${n(run.eventsPerSecond.max)})`,
       n(run.cpuPer1k.relay, 1),
     ]),
+  );
+}
+
+/**
+ * One row per memory size (its CPU share), every run listed: the relay's events/s per invocation and its
+ * process's CPU per event. Sizes in ascending order, "no quota" last.
+ */
+export function quotaTable(runs: RelayQuotaRun[]): string {
+  const sizes = [...new Set(runs.map((run) => run.memoryMb))].sort(
+    (a, b) => (a ?? Number.POSITIVE_INFINITY) - (b ?? Number.POSITIVE_INFINITY),
+  );
+  return markdownTable(
+    [
+      "Lambda memory (vCPU share)",
+      "SQS latency",
+      "events/s per invocation (runs)",
+      "process CPU µs / event (runs)",
+    ],
+    sizes.map((memoryMb) => {
+      const of = runs.filter((run) => run.memoryMb === memoryMb);
+      const first = of[0] as RelayQuotaRun;
+      return [
+        memoryMb === null
+          ? "no quota (the machine's shared cores)"
+          : `${n(memoryMb)} MB (${n(first.vcpu ?? 0, 2)})`,
+        `${first.sqsLatencyMs} ms`,
+        of.map((run) => n(run.eventsPerSecond)).join(" / "),
+        of.map((run) => n(run.cpuUsPerEvent)).join(" / "),
+      ];
+    }),
   );
 }

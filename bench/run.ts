@@ -6,6 +6,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { cpus } from "node:os";
 import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay/engine.ts";
+import { defaultRelayMemory } from "../infra/relayTiming.ts";
 import { type BacklogShape, startBenchDatabase } from "./lib/benchDatabase.ts";
 import { CpuMeter } from "./lib/cpuMeter.ts";
 import { startBenchSqsEndpoint } from "./lib/sqsEndpoint.ts";
@@ -27,6 +28,7 @@ import { measurePurgeInterference } from "./measures/purgeInterference.ts";
 import { measureRelayBundle } from "./measures/relayBundle.ts";
 import { measureRelayMemory } from "./measures/relayMemory.ts";
 import { profileRelay } from "./measures/relayProfile.ts";
+import { measureRelayQuota, type RelayQuotaRun } from "./measures/relayQuota.ts";
 import { measureRelay, type RelayRun, type RelayTuning } from "./measures/relayThroughput.ts";
 import { measureRecordVariants, measureRetentionModes, retentionMarkdown } from "./measures/retention.ts";
 import { measureSdkPipeline } from "./measures/sdkPipeline.ts";
@@ -66,6 +68,19 @@ const LATENCY_TUNINGS: RelayTuning[] = [
   { batchSize: 500, concurrency: 50 },
   { batchSize: 1000, concurrency: 50 },
 ];
+/**
+ * Lambda memory sizes whose CPU share the quota part gives the relay (null: no quota): what payloads alone need
+ * (448 MB, the default until 2026-12-02), the construct's default (relayMemory in infra/relayTiming.ts, sized for
+ * its throughput target too), 1,024 MB, and 1,769 MB, one whole vCPU.
+ */
+const QUOTA_MEMORY_MB: (number | null)[] = [
+  ...new Set([defaultRelayMemory().payloadMb, defaultRelayMemory().memoryMb, 1_024, 1_769]),
+].sort((a, b) => a - b);
+QUOTA_MEMORY_MB.push(null);
+const QUOTA_REPEATS = 2;
+/** Every kind of place the relay publishes to; 6 kinds x 2 latencies: two runs each keep the part near 10 minutes. */
+const DESTINATIONS = ["sqs-fifo", "sqs", "sns-fifo", "sns", "kinesis", "eventbridge"] as const;
+const DESTINATION_REPEATS = 2;
 const BASELINE_BACKLOG: BacklogShape = { events: 10_000, aggregates: 1_000 };
 /** At 20 ms per SendMessage the baseline does ~45 events/s: 500 events keep a run near 10 s. */
 const BASELINE_20MS_BACKLOG: BacklogShape = { events: 500, aggregates: 500 };
@@ -113,6 +128,7 @@ const PARTS = [
   "memory",
   "consumer",
   "destinations",
+  "quota",
   "wal",
   "retention",
 ] as const;
@@ -339,12 +355,12 @@ try {
     results.consumer = summarizeConsumer(CONSUMER_SHAPE, consumerRuns);
   }
   if (runs("destinations")) {
-    log("relay to an SQS FIFO queue and to an EventBridge bus, 0 and 20 ms, default options, interleaved");
+    log(`relay to each destination (${DESTINATIONS.join(", ")}), 0 and 20 ms, default options, interleaved`);
     const cases = [0, SQS_LATENCY_MS].flatMap((latencyMs) =>
-      (["sqs-fifo", "eventbridge"] as const).map((destination) => ({ destination, latencyMs })),
+      DESTINATIONS.map((destination) => ({ destination, latencyMs })),
     );
     const byCase = new Map(cases.map((c) => [c, [] as RelayRun[]]));
-    for (let i = 0; i < REPEATS; i++) {
+    for (let i = 0; i < DESTINATION_REPEATS; i++) {
       for (const c of cases) {
         const tuning = { ...DEFAULT_TUNING, destination: c.destination };
         byCase.get(c)?.push(await measureRelay(db.pool, endpoint, BACKLOG, tuning, c.latencyMs, meter));
@@ -360,6 +376,20 @@ try {
         cpuPer1k: middle.cpuPer1k,
       };
     });
+  }
+  if (runs("quota")) {
+    log(
+      `relay process under a Lambda CPU share (${QUOTA_MEMORY_MB.map((mb) => mb ?? "no quota").join(", ")} MB), SQS +${SQS_LATENCY_MS} ms`,
+    );
+    const quotaRuns: RelayQuotaRun[] = [];
+    for (let i = 0; i < QUOTA_REPEATS; i++) {
+      for (const memoryMb of QUOTA_MEMORY_MB) {
+        quotaRuns.push(
+          await measureRelayQuota(db.server.url, db.pool, endpoint, BACKLOG, memoryMb, SQS_LATENCY_MS),
+        );
+      }
+    }
+    results.relayQuota = quotaRuns;
   }
   if (runs("wal")) {
     log("(13) WAL bytes per event: enqueue, relay, purge, vacuum (3 runs)");

@@ -159,8 +159,17 @@ export interface OutboxRelayTuning {
   readonly budgetMarginMs?: number;
   /** Wake on LISTEN/NOTIFY (needs the notify trigger; pins RDS Proxy sessions). Default false. */
   readonly listen?: boolean;
-  /** Default derived from the byte budget (relayMemory in relayTiming.ts: 448 MB); a smaller value is refused. */
+  /**
+   * Default: enough for the byte budget's rounds (448 MB with the defaults; a smaller value is refused) and for
+   * `targetEventsPerSecond` (768 MB for the default 3,000); relayMemory in relayTiming.ts.
+   */
   readonly memorySize?: number;
+  /**
+   * Events/s one relay invocation should reach, which sizes its memory (Lambda's CPU share is proportional to it).
+   * Default 3,000, an SQS FIFO queue's rate without high-throughput mode; at most 6,000 (what one invocation
+   * reached on a whole vCPU: more takes more `relays`). docs/cost.md prices it.
+   */
+  readonly targetEventsPerSecond?: number;
   /**
    * Default: nothing reserved. Lambda keeps part of the account's concurrency unreserved, so a reservation fails
    * the deploy (CREATE_FAILED) in an account whose quota is 10, as new accounts' is. `true` reserves what the
@@ -478,10 +487,13 @@ export class OutboxRelay extends Construct {
       parallelRounds,
       batchSize: tuning.batchSize ?? R.batchSize.default,
       maxMessageBytes,
+      ...(tuning.targetEventsPerSecond === undefined
+        ? {}
+        : { targetEventsPerSecond: tuning.targetEventsPerSecond }),
     });
-    if (tuning.memorySize !== undefined && tuning.memorySize < memory.memoryMb) {
+    if (tuning.memorySize !== undefined && tuning.memorySize < memory.payloadMb) {
       throw new Error(
-        `OutboxRelay relay.memorySize ${tuning.memorySize} MB is below the ${memory.memoryMb} MB that ` +
+        `OutboxRelay relay.memorySize ${tuning.memorySize} MB is below the ${memory.payloadMb} MB that ` +
           `${parallelRounds} parallel rounds of ${memory.roundBytes} payload bytes need (relayMemory in ` +
           "infra/relayTiming.ts); raise it, or lower relay.batchMaxBytes or relay.parallelRounds",
       );

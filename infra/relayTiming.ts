@@ -192,6 +192,66 @@ export const RELAY_BASE_MEMORY_MB = 256;
  */
 export const PAYLOAD_COPIES = 3;
 
+/**
+ * Lambda gives a function CPU in proportion to its memory: "at 1,769 MB, a function has the equivalent of one
+ * vCPU (one vCPU-second of credits per second)" (AWS Lambda developer guide, "Configure Lambda function memory").
+ */
+export const LAMBDA_MB_PER_VCPU = 1_769;
+
+/**
+ * Events/s one relay invocation publishes per vCPU of its share, default options, SQS +20 ms per request: the
+ * bench's `quota` part runs the relay in its own process under a CPU quota of a memory size's share
+ * (docs/benchmarks.md, "One relay invocation on a Lambda's CPU share"). Measured 2026-12-02: 448 MB (0.25 vCPU)
+ * 1,902-2,031 events/s, 1,024 MB (0.58) 4,399-4,639: 7,500-8,000 per vCPU while the CPU share is the limit. The
+ * low end, so a sized relay keeps up on a noisy day.
+ */
+export const RELAY_EVENTS_PER_VCPU = 7_500;
+
+/**
+ * The most one invocation reached: 6,481-6,827 events/s on a whole vCPU (1,769 MB), and no more without a quota
+ * on two cores: past one vCPU the relay's single JavaScript thread, Postgres round trips and SQS's 20 ms bound it,
+ * not the share. More throughput per target takes more relay targets (`relays`), not more memory.
+ */
+export const RELAY_MAX_EVENTS_PER_INVOCATION = 6_000;
+
+/**
+ * The default throughput target of one relay target: 3,000 events/s, what an SQS FIFO queue takes without
+ * high-throughput mode (300 SendMessageBatch calls/s of 10 messages; SQS developer guide, "Amazon SQS FIFO queue
+ * quotas"). Sizing for it: 3,000 / 7,500 = 0.4 vCPU = 708 MB -> 768 MB. At the payload-only 448 MB (0.25 vCPU)
+ * the relay publishes about 2,000 events/s, below the queue it feeds.
+ */
+export const DEFAULT_TARGET_EVENTS_PER_SECOND = 3_000;
+
+/** The memory whose CPU share lets one invocation publish `targetEventsPerSecond`, rounded up to 64 MB. */
+export function throughputMemoryMb(targetEventsPerSecond: number): number {
+  if (Number.isInteger(targetEventsPerSecond) && targetEventsPerSecond > RELAY_MAX_EVENTS_PER_INVOCATION) {
+    throw new Error(
+      `OutboxRelay relay.targetEventsPerSecond ${targetEventsPerSecond} is over the ` +
+        `${RELAY_MAX_EVENTS_PER_INVOCATION} events/s one relay invocation reaches even on a whole vCPU ` +
+        "(relayTiming.ts, docs/benchmarks.md): spread the load over more relay targets (`relays`), each sized " +
+        "for its share",
+    );
+  }
+  checkIntegerOption(
+    "OutboxRelay relay.targetEventsPerSecond",
+    targetEventsPerSecond,
+    1,
+    RELAY_MAX_EVENTS_PER_INVOCATION,
+  );
+  const vcpu = targetEventsPerSecond / RELAY_EVENTS_PER_VCPU;
+  return Math.max(128, Math.ceil((vcpu * LAMBDA_MB_PER_VCPU) / 64) * 64);
+}
+
+/** The relay's memory with the construct's defaults: what the bench's `quota` part measures. */
+export function defaultRelayMemory(): RelayMemory {
+  return relayMemory({
+    batchMaxBytes: DEFAULT_BATCH_MAX_BYTES,
+    parallelRounds: DEFAULT_RELAY_OPTIONS.parallelRounds,
+    batchSize: DEFAULT_RELAY_OPTIONS.batchSize,
+    maxMessageBytes: MIB,
+  });
+}
+
 export interface RelayMemoryInput {
   /** RELAY_BATCH_MAX_BYTES: payload bytes one round may hold. */
   batchMaxBytes: number;
@@ -201,33 +261,40 @@ export interface RelayMemoryInput {
   batchSize: number;
   /** RELAY_MAX_MESSAGE_BYTES: no row larger than this is sent (larger ones are dead-lettered). */
   maxMessageBytes: number;
+  /** Events/s one invocation should reach (its CPU share); default DEFAULT_TARGET_EVENTS_PER_SECOND. */
+  targetEventsPerSecond?: number;
 }
 
 export interface RelayMemory {
   /** What one round can hold: min(batchMaxBytes, batchSize x maxMessageBytes). */
   roundBytes: number;
   /** The smallest memory size that fits every round in flight: base + copies x rounds x roundBytes. */
+  payloadMb: number;
+  /** The memory whose CPU share reaches the throughput target (throughputMemoryMb). */
+  throughputMb: number;
+  /** The relay's memory: the larger of the two. */
   memoryMb: number;
 }
 
 /**
- * The relay's memory, derived from its byte budget. With the defaults (16 MiB per round, 4 parallel rounds,
- * batch 250, 1 MiB messages): a round holds min(16, 250 x 1) = 16 MiB; four rounds in flight at 3 copies each
- * are 192 MiB; plus the 256 MB base that is 448 MB (bench: the relay draining 1 MiB events with these defaults
- * peaked at 344 MiB RSS). (The old fixed 512 MB could not hold two rounds of 100
- * rows of 1 MiB: 2 x 100 MiB of payload before any copy.) Rounded up to a multiple of 64 MB, within Lambda's
- * 128-10,240 MB.
+ * The relay's memory, from its byte budget and its throughput target. Payloads, with the defaults (16 MiB per
+ * round, 4 parallel rounds, batch 250, 1 MiB messages): a round holds min(16, 250 x 1) = 16 MiB; four rounds in
+ * flight at 3 copies each are 192 MiB; plus the 256 MB base that is 448 MB (bench: the relay draining 1 MiB
+ * events with these defaults peaked at 344 MiB RSS). Throughput: 3,000 events/s by default, 768 MB. Each rounded
+ * up to a multiple of 64 MB, within Lambda's 128-10,240 MB. Less memory than payloadMb is refused (rounds would
+ * not fit); less than throughputMb only publishes fewer events per second.
  */
 export function relayMemory(input: RelayMemoryInput): RelayMemory {
   const roundBytes = Math.min(input.batchMaxBytes, input.batchSize * input.maxMessageBytes);
   const needed = RELAY_BASE_MEMORY_MB + (PAYLOAD_COPIES * input.parallelRounds * roundBytes) / MIB;
-  const memoryMb = Math.max(128, Math.ceil(needed / 64) * 64);
-  if (memoryMb > 10_240) {
+  const payloadMb = Math.max(128, Math.ceil(needed / 64) * 64);
+  if (payloadMb > 10_240) {
     throw new Error(
-      `the relay would need ${memoryMb} MB (${PAYLOAD_COPIES} x ${input.parallelRounds} parallel rounds x ` +
+      `the relay would need ${payloadMb} MB (${PAYLOAD_COPIES} x ${input.parallelRounds} parallel rounds x ` +
         `${roundBytes} bytes per round + ${RELAY_BASE_MEMORY_MB} MB): over Lambda's 10,240 MB; lower ` +
         "relay.batchMaxBytes or relay.parallelRounds",
     );
   }
-  return { roundBytes, memoryMb };
+  const throughputMb = throughputMemoryMb(input.targetEventsPerSecond ?? DEFAULT_TARGET_EVENTS_PER_SECOND);
+  return { roundBytes, payloadMb, throughputMb, memoryMb: Math.max(payloadMb, throughputMb) };
 }

@@ -20,16 +20,27 @@ port.on("message", (request: EndpointRequest) => {
     const usage = process.threadCpuUsage();
     reply.cpuMs = (usage.user + usage.system) / 1000;
   } else {
-    // SQS sends carry the outbox id as their dedup id; EventBridge events carry it in the detail's envelope.
+    // SQS and SNS messages carry the outbox id as an attribute (and a FIFO one as their dedup id); EventBridge
+    // events and Kinesis records carry it in the envelope (destinations/envelope.ts).
+    const outboxIdOf = (envelope: string) =>
+      String((JSON.parse(envelope) as { outboxId?: unknown }).outboxId ?? "");
     reply.deliveries = [
-      ...fake.deliveries().map((delivery) => ({ dedupId: delivery.dedupId ?? "", at: delivery.at })),
-      ...fake.events.events().map((event) => ({
-        dedupId: String((JSON.parse(event.detail) as { outboxId?: unknown }).outboxId ?? ""),
-        at: event.at,
+      ...fake.deliveries().map((delivery) => ({
+        dedupId: delivery.dedupId ?? delivery.attributes.outboxId ?? "",
+        at: delivery.at,
       })),
+      ...fake.events.events().map((event) => ({ dedupId: outboxIdOf(event.detail), at: event.at })),
+      ...fake.topics
+        .published()
+        .map((message) => ({ dedupId: message.attributes.outboxId ?? "", at: message.at })),
+      ...fake.streams
+        .records()
+        .map((record) => ({ dedupId: outboxIdOf(record.data.toString()), at: record.at })),
     ];
     fake.clearDeliveries();
     fake.events.clearEvents();
+    fake.topics.clear();
+    fake.streams.clear();
   }
   port.postMessage(reply);
 });

@@ -1,9 +1,7 @@
-import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import type pg from "pg";
 import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
 import { resetOutbox } from "../lib/benchDatabase.ts";
-import { createBenchQueue, deleteBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
+import { drainInWorker } from "../lib/relayWorker.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
 export interface RelayMemoryRun {
@@ -17,8 +15,6 @@ export interface RelayMemoryRun {
   idleRssMiB: number;
   seconds: number;
 }
-
-const WORKER = fileURLToPath(new URL("./relayMemoryWorker.ts", import.meta.url));
 
 /**
  * Peak RSS of the relay draining large events with default options (batch 100, 2 parallel rounds), each run in
@@ -43,53 +39,13 @@ export async function measureRelayMemory(
     [shape.events, shape.payloadBytes],
   );
   await pool.query("vacuum analyze outbox_events");
-  const sqs = relaySqsClient(endpoint.url, DEFAULT_RELAY_OPTIONS.publishTimeoutMs);
-  const queueUrl = await createBenchQueue(sqs, "memory");
-  try {
-    return await drainInChild(databaseUrl, endpoint, shape, batchMaxBytes, queueUrl);
-  } finally {
-    await deleteBenchQueue(sqs, queueUrl);
-    sqs.destroy();
-  }
-}
-
-async function drainInChild(
-  databaseUrl: string,
-  endpoint: BenchSqsEndpoint,
-  shape: { events: number; payloadBytes: number },
-  batchMaxBytes: number,
-  queueUrl: string,
-): Promise<RelayMemoryRun> {
-  await endpoint.takeDeliveries();
-  const child = spawn(process.execPath, [WORKER], {
-    env: {
-      PATH: process.env.PATH ?? "",
-      BENCH_DATABASE_URL: databaseUrl,
-      BENCH_SQS_URL: endpoint.url,
-      BENCH_QUEUE_URL: queueUrl,
-      BENCH_BATCH_MAX_BYTES: String(batchMaxBytes),
-    },
-    stdio: ["ignore", "pipe", "inherit"],
+  const report = await drainInWorker({
+    databaseUrl,
+    endpoint,
+    label: "memory",
+    events: shape.events,
+    batchMaxBytes,
   });
-  let stdout = "";
-  child.stdout.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-  if (code !== 0) throw new Error(`relay memory worker exited with ${code}: ${stdout}`);
-  const report = JSON.parse(stdout) as {
-    published: number;
-    peakRssMiB: number;
-    idleRssMiB: number;
-    ms: number;
-    lastError?: string;
-  };
-  const delivered = new Set((await endpoint.takeDeliveries()).map((delivery) => delivery.dedupId)).size;
-  if (report.published !== shape.events || delivered !== shape.events) {
-    throw new Error(
-      `memory run published ${report.published} and delivered ${delivered} of ${shape.events}: ${report.lastError ?? "no error"}`,
-    );
-  }
   return {
     batchMaxBytes,
     events: shape.events,

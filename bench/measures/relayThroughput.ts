@@ -1,18 +1,13 @@
 import { availableParallelism } from "node:os";
-import { CreateEventBusCommand, EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import type pg from "pg";
-import { createDestination } from "../../functions/shared/destinations/create.ts";
 import type { Destination } from "../../functions/shared/destinations/destination.ts";
 import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../../functions/shared/relay/engine.ts";
 import type { Retention } from "../../functions/shared/relay/sql/recordOutcomes.ts";
-import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { type BacklogShape, resetOutbox, seedBacklog } from "../lib/benchDatabase.ts";
+import { benchDestination } from "../lib/benchDestination.ts";
 import type { CpuMeter, CpuReading } from "../lib/cpuMeter.ts";
 import { type LoadVariant, type PhaseTotals, profiledPool } from "../lib/roundProfile.ts";
-import { createBenchQueue, deleteBenchQueue, relayDestination, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
-
-let buses = 0;
 
 export interface RelayTuning {
   batchSize: number;
@@ -23,7 +18,7 @@ export interface RelayTuning {
    * design (an aggregate's head is claimed by one loop; its successors are not heads until it is published).
    */
   loops?: number;
-  /** Where the relay publishes: an SQS FIFO queue (default) or an EventBridge bus, both on the same endpoint. */
+  /** Where the relay publishes (default an SQS FIFO queue): a fresh place of this kind on the bench endpoint. */
   destination?: Destination["kind"];
   /** OUTBOX_RETENTION (default keep). */
   retention?: Retention;
@@ -65,39 +60,10 @@ export async function measureRelay(
     mode: "drain",
     retention: tuning.retention ?? DEFAULT_RELAY_OPTIONS.retention,
   };
-  const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
-  let destroyDestination = () => {};
-  let queueUrl: string | undefined;
-  const events = new EventBridgeClient({
-    ...LOCAL_AWS,
-    endpoint: endpoint.url,
-    maxAttempts: 3,
-    requestHandler: { connectionTimeout: 3_000, requestTimeout: options.publishTimeoutMs },
-  });
+  const label = `relay-${tuning.batchSize}x${tuning.concurrency}`;
+  const place = await benchDestination(tuning.destination ?? "sqs-fifo", endpoint.url, options, label);
   try {
-    const label = `relay-${tuning.batchSize}x${tuning.concurrency}`;
-    let destination: Destination;
-    if (tuning.destination === "eventbridge") {
-      // A fresh bus per run, as a fresh queue per SQS run.
-      const busName = `bench-${label}-${++buses}`;
-      await events.send(new CreateEventBusCommand({ Name: busName }));
-      const created = createDestination(
-        { kind: "eventbridge", eventBusName: busName, source: "bench" },
-        {
-          sockets: options.concurrency * options.parallelRounds,
-          requestTimeoutMs: options.publishTimeoutMs,
-          endpoint: endpoint.url,
-          ...LOCAL_AWS,
-        },
-      );
-      destination = created.destination;
-      destroyDestination = created.destroy;
-    } else {
-      queueUrl = await createBenchQueue(sqs, label);
-      const created = relayDestination(endpoint.url, queueUrl, options);
-      destination = created.destination;
-      destroyDestination = created.destroy;
-    }
+    const { destination } = place;
     await endpoint.takeDeliveries();
     const profiled = profiledPool(pool, variant);
     const deps = { pool: profiled.pool, destination, deadline: Date.now() + 600_000 };
@@ -123,9 +89,6 @@ export async function measureRelay(
       machineBusy: (cpu.relay + cpu.endpoint + cpu.postgres) / (cpu.wallMs * availableParallelism()),
     };
   } finally {
-    if (queueUrl !== undefined) await deleteBenchQueue(sqs, queueUrl);
-    destroyDestination();
-    sqs.destroy();
-    events.destroy();
+    await place.destroy();
   }
 }

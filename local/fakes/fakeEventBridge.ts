@@ -11,22 +11,16 @@
  * unknown bus (ResourceNotFoundException), and injected entry failures. Event patterns: exact values, nested
  * objects and the `prefix` operator only. Not modelled: archives, replays, input transformers, other targets.
  */
+
 import { randomUUID } from "node:crypto";
 import { ACCOUNT, REGION } from "./account.ts";
+import { ServiceError } from "./serviceError.ts";
 
 const MAX_ENTRIES = 10;
 const MAX_REQUEST_BYTES = 1_048_575;
 
 /** An error the fake server answers with: `code` becomes the JSON 1.1 `__type` the SDK maps to an exception. */
-export class EventsError extends Error {
-  readonly code: string;
-  readonly status: number;
-  constructor(code: string, message: string, status = 400) {
-    super(message);
-    this.code = code;
-    this.status = status;
-  }
-}
+export class EventsError extends ServiceError {}
 
 /** A PutEvents entry as received (Time is epoch seconds on the wire). */
 export interface EventEntry {

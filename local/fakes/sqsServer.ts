@@ -1,13 +1,16 @@
 /**
  * The HTTP endpoint: one server on 127.0.0.1 that takes every request, routes `AmazonSQS.*` to the SQS
- * service and `AWSEvents.*` to the EventBridge fake (one URL for both, as moto and LocalStack do), and applies
+ * service, `AWSEvents.*` to the EventBridge fake, `Kinesis_20131202.*` to the Kinesis fake and form-encoded
+ * awsQuery requests (`Action=...`) to the SNS fake (one URL for all, as moto and LocalStack do), and applies
  * the request-level faults around the handling: latency, an outage, throttling, a failed request, a dropped
  * response. It counts requests and their failures, and is the FakeSqs handle tests and the bench hold.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { EventsError, FakeEventBridge } from "./fakeEventBridge.ts";
+import { FakeEventBridge } from "./fakeEventBridge.ts";
+import { FakeKinesis } from "./fakeKinesis.ts";
+import { FakeSns, parseForm, SnsError, writeSnsError, writeSnsOutput } from "./fakeSns.ts";
 import {
   defaultFaults,
   dropsResponse,
@@ -17,6 +20,7 @@ import {
   type RequestInfo,
   requestFault,
 } from "./faults.ts";
+import { ServiceError } from "./serviceError.ts";
 import type { QueueDepth } from "./sqsQueue.ts";
 import { type Delivery, emptyStats, type FakeSqsStats, SqsService } from "./sqsService.ts";
 import {
@@ -38,6 +42,10 @@ export interface FakeSqs {
   readonly stats: FakeSqsStats;
   /** The EventBridge side of this endpoint (`AWSEvents.*` requests): buses, rules to queues, entry faults. */
   readonly events: FakeEventBridge;
+  /** The SNS side (CreateTopic, PublishBatch): what was published. */
+  readonly topics: FakeSns;
+  /** The Kinesis side (CreateStream, PutRecords): what was put. */
+  readonly streams: FakeKinesis;
   /** FIFO deduplication window; may be changed at runtime. */
   dedupWindowMs: number;
   setFaults(partial: Partial<Faults>): void;
@@ -76,6 +84,9 @@ export class FakeSqsServer implements FakeSqs {
           }),
     });
   });
+
+  readonly topics = new FakeSns();
+  readonly streams = new FakeKinesis();
 
   constructor(dedupWindowMs: number) {
     this.sqs = new SqsService(dedupWindowMs, this.stats, this.faults, () => this.url);
@@ -156,6 +167,9 @@ export class FakeSqsServer implements FakeSqs {
     } catch {
       return; // the client went away mid-request
     }
+    if (String(req.headers["content-type"]).startsWith("application/x-www-form-urlencoded")) {
+      return this.handleSns(req, res, parseForm(raw), n);
+    }
     const { service, action } = parseTarget(req.headers["x-amz-target"]);
     try {
       input = parseInput(raw);
@@ -174,7 +188,9 @@ export class FakeSqsServer implements FakeSqs {
       const output =
         service === "AWSEvents"
           ? this.events.handle(action, input)
-          : await this.sqs.dispatch(action, input, res);
+          : service === "Kinesis_20131202"
+            ? this.streams.handle(action, input)
+            : await this.sqs.dispatch(action, input, res);
       if (dropsResponse(faults, action, request)) {
         this.stats.droppedResponses++;
         req.socket.destroy();
@@ -186,10 +202,50 @@ export class FakeSqsServer implements FakeSqs {
         res,
         error instanceof SqsError
           ? error
-          : error instanceof EventsError
+          : error instanceof ServiceError
             ? new SqsError(error.code, error.message, error.status)
             : new SqsError("InternalError", `Fake SQS bug: ${String(error)}`),
       );
+    }
+  }
+
+  /** SNS's awsQuery requests: the same request faults as the JSON services, answered in XML. */
+  private async handleSns(
+    req: IncomingMessage,
+    res: ServerResponse,
+    form: Map<string, string>,
+    n: number,
+  ): Promise<void> {
+    const action = form.get("Action") ?? "";
+    const request: RequestInfo = {
+      action,
+      queueName: form.get("TopicArn"),
+      input: Object.fromEntries(form),
+      n,
+    };
+    const { faults } = this;
+    try {
+      const latency = latencyOf(faults, action, request);
+      if (latency > 0) await sleep(latency);
+      if (this.refused(req)) return;
+      const fault = requestFault(faults, this.downMode, action, request);
+      if (fault) throw fault;
+      const xml = this.topics.handle(action, form);
+      if (dropsResponse(faults, action, request)) {
+        this.stats.droppedResponses++;
+        req.socket.destroy();
+        return;
+      }
+      writeSnsOutput(res, xml);
+    } catch (error) {
+      const { code, message, status } =
+        error instanceof ServiceError || error instanceof SqsError
+          ? error
+          : new SnsError("InternalError", `Fake SNS bug: ${String(error)}`, 500);
+      if (THROTTLE_CODES.has(code)) this.stats.throttled++;
+      else this.stats.failedRequests++;
+      // SNS's throttling code is `Throttled`, whatever the SQS-side code the faults are set to.
+      writeSnsError(res, THROTTLE_CODES.has(code) ? "Throttled" : code, message, status);
     }
   }
 

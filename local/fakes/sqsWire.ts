@@ -87,12 +87,16 @@ export function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
-/** The service (`AmazonSQS` or `AWSEvents`, undefined for anything else) and action named by `x-amz-target`. */
+/**
+ * The service (`AmazonSQS`, `AWSEvents` or `Kinesis_20131202`; undefined for anything else, e.g. SNS's awsQuery,
+ * which has no target header) and action named by `x-amz-target`.
+ */
 export function parseTarget(target: string | string[] | undefined): {
   service: string | undefined;
   action: string;
 } {
-  const match = typeof target === "string" ? /^(AmazonSQS|AWSEvents)\.(.*)$/.exec(target) : null;
+  const match =
+    typeof target === "string" ? /^(AmazonSQS|AWSEvents|Kinesis_20131202)\.(.*)$/.exec(target) : null;
   return { service: match?.[1], action: match?.[2] ?? "" };
 }
 

@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
 import type { LatencyRun } from "../../bench/measures/latency.ts";
-import { type BenchResults, summaryTable } from "../../bench/report.ts";
+import {
+  type BenchResults,
+  destinationTable,
+  markdownReport,
+  quotaTable,
+  summaryTable,
+} from "../../bench/report.ts";
 
 const machine = { cpus: 2, cpuModel: "test", node: "v24", postgres: "17", postgresSource: "test" };
 const base: BenchResults = {
@@ -72,5 +78,47 @@ describe("bench summary: a standing target must hold in every run", () => {
     const default20 = row(table, "3. relay → SQS + 20 ms/request, default");
     expect(default20.join(" | ")).toContain("runs: 10,100, 9,299, 10,300 ev/s");
     expect(default20.at(-1)).toBe("**MISS** (1 of 3 runs)");
+  });
+});
+
+describe("bench report: the CPU-share and destination tables", () => {
+  it("renders one row per memory size, ascending, no quota last, with every run's events/s and CPU", () => {
+    const run = (memoryMb: number | null, eventsPerSecond: number) => ({
+      memoryMb,
+      vcpu: memoryMb === null ? null : memoryMb / 1_769,
+      sqsLatencyMs: 20,
+      eventsPerSecond,
+      cpuUsPerEvent: 120,
+    });
+    const table = quotaTable([run(1_769, 6_481), run(null, 5_994), run(448, 1_902), run(448, 2_031)]);
+    const lines = table.split("\n").slice(2);
+    expect(lines).toHaveLength(3);
+    expect(row(table, "448 MB (0.25)")).toEqual(["448 MB (0.25)", "20 ms", "1,902 / 2,031", "120 / 120"]);
+    expect(lines[1]).toContain("1,769 MB (1)");
+    expect(lines[2]).toContain("no quota");
+    expect(markdownReport({ ...base, relayQuota: [run(448, 1_902)] })).toContain(
+      "### One relay invocation on a Lambda's CPU share",
+    );
+  });
+
+  it("names every destination kind in the destinations table", () => {
+    const cpuPer1k = { relay: 80, endpoint: 20, postgres: 30 };
+    const kinds = ["sqs-fifo", "sqs", "sns-fifo", "sns", "kinesis", "eventbridge"] as const;
+    const table = destinationTable(
+      kinds.map((destination) => ({
+        destination,
+        latencyMs: 20,
+        eventsPerSecond: { median: 5_000, min: 4_000, max: 6_000, runs: [4_000, 6_000] },
+        cpuPer1k,
+      })),
+    );
+    for (const label of ["SQS FIFO", "SQS standard", "SNS FIFO", "SNS standard", "Kinesis", "EventBridge"]) {
+      expect(row(table, label)).toEqual([
+        expect.stringContaining(label),
+        "20 ms",
+        "5,000 (4,000–6,000)",
+        "80",
+      ]);
+    }
   });
 });

@@ -150,14 +150,14 @@ describe("relay timing arithmetic", () => {
     // 64 MiB per round (min(64 MiB, 100 x 1 MiB)), 2 rounds, 3 copies, 256 MB base: 640 MB.
     expect(
       relayMemory({ batchMaxBytes: 64 * MIB, parallelRounds: 2, batchSize: 100, maxMessageBytes: MIB }),
-    ).toEqual({
+    ).toMatchObject({
       roundBytes: 64 * MIB,
-      memoryMb: 640,
+      payloadMb: 640,
     });
     // The rows cap the round before the byte budget does: 100 x 256 KiB = 25 MiB; 256 + 150 = 406 -> 448 MB.
     expect(
       relayMemory({ batchMaxBytes: 64 * MIB, parallelRounds: 2, batchSize: 100, maxMessageBytes: 262_144 })
-        .memoryMb,
+        .payloadMb,
     ).toBe(448);
     expect(() =>
       relayMemory({ batchMaxBytes: 1024 * MIB, parallelRounds: 4, batchSize: 1000, maxMessageBytes: MIB }),
@@ -218,7 +218,8 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       Architectures: ["arm64"],
       Handler: "index.handler",
       Timeout: 155,
-      MemorySize: 448,
+      // Sized for 3,000 events/s (0.4 vCPU), above the 448 MB the payloads need (relayTiming.ts).
+      MemorySize: 768,
       VpcConfig: {
         SecurityGroupIds: [
           {
@@ -1030,8 +1031,15 @@ describe("OutboxRelay construct options", () => {
   });
 
   it("exposes parallel rounds, idle polling and the round's byte budget, and sizes memory from them", () => {
+    // A low throughput target (1,000 events/s: 256 MB), so the payloads decide the memory.
     const template = constructStack(() => ({
-      relay: { parallelRounds: 4, idlePollMinMs: 20, idlePollMaxMs: 500, batchMaxBytes: 32 * MIB },
+      relay: {
+        parallelRounds: 4,
+        idlePollMinMs: 20,
+        idlePollMaxMs: 500,
+        batchMaxBytes: 32 * MIB,
+        targetEventsPerSecond: 1_000,
+      },
     }));
     const relay = functionProps(template, "OutboxRelayFunction");
     expect(relay.Environment.Variables).toMatchObject({
@@ -1045,10 +1053,26 @@ describe("OutboxRelay construct options", () => {
     // The default budget (16 MiB) with 8 rounds: 256 + 3 x 8 x 16 = 640 MB.
     expect(
       functionProps(
-        constructStack(() => ({ relay: { parallelRounds: 8 } })),
+        constructStack(() => ({ relay: { parallelRounds: 8, targetEventsPerSecond: 1_000 } })),
         "OutboxRelayFunction",
       ).MemorySize,
     ).toBe(640);
+    // Below the throughput target's 768 MB but above what payloads need: accepted, it only publishes less.
+    expect(
+      functionProps(
+        constructStack(() => ({ relay: { memorySize: 512 } })),
+        "OutboxRelayFunction",
+      ).MemorySize,
+    ).toBe(512);
+    expect(
+      functionProps(
+        constructStack(() => ({ relay: { targetEventsPerSecond: 6_000 } })),
+        "OutboxRelayFunction",
+      ).MemorySize,
+    ).toBe(1_472);
+    expect(() => constructStack(() => ({ relay: { targetEventsPerSecond: 10_000 } }))).toThrow(
+      /relay.targetEventsPerSecond 10000 is over the 6000 events\/s one relay invocation reaches/,
+    );
     expect(() => constructStack(() => ({ relay: { memorySize: 384 } }))).toThrow(
       /relay.memorySize 384 MB is below the 448 MB that 4 parallel rounds of 16777216 payload bytes need/,
     );

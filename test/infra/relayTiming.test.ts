@@ -1,0 +1,49 @@
+import { describe, expect, it } from "vitest";
+import {
+  DEFAULT_TARGET_EVENTS_PER_SECOND,
+  defaultRelayMemory,
+  LAMBDA_MB_PER_VCPU,
+  MIB,
+  RELAY_EVENTS_PER_VCPU,
+  relayMemory,
+  throughputMemoryMb,
+} from "../../infra/relayTiming.ts";
+
+describe("relay memory sized for throughput as well as payloads", () => {
+  it("gives the default relay the CPU share of 3,000 events/s: 0.4 vCPU, 768 MB, above the payloads' 448 MB", () => {
+    expect(DEFAULT_TARGET_EVENTS_PER_SECOND).toBe(3_000);
+    expect(defaultRelayMemory()).toEqual({
+      roundBytes: 16 * MIB,
+      payloadMb: 448,
+      throughputMb: 768,
+      memoryMb: 768,
+    });
+    // The share reaches the target at the measured rate per vCPU.
+    expect((768 / LAMBDA_MB_PER_VCPU) * RELAY_EVENTS_PER_VCPU).toBeGreaterThanOrEqual(3_000);
+  });
+
+  it("rounds the share up to 64 MB, never below Lambda's 128 MB", () => {
+    expect(throughputMemoryMb(1)).toBe(128);
+    expect(throughputMemoryMb(1_000)).toBe(256); // 236 MB
+    expect(throughputMemoryMb(6_000)).toBe(1_472); // 1,415 MB
+  });
+
+  it("lets payloads decide when they need more than the throughput target", () => {
+    const memory = relayMemory({
+      batchMaxBytes: 64 * MIB,
+      parallelRounds: 4,
+      batchSize: 250,
+      maxMessageBytes: MIB,
+      targetEventsPerSecond: 1_000,
+    });
+    expect(memory).toMatchObject({ payloadMb: 1_024, throughputMb: 256, memoryMb: 1_024 });
+  });
+
+  it("refuses a target one invocation cannot reach, pointing at more relay targets", () => {
+    expect(() => throughputMemoryMb(10_000)).toThrow(
+      /targetEventsPerSecond 10000 is over the 6000 events\/s one relay invocation reaches.*more relay targets \(`relays`\)/,
+    );
+    expect(() => throughputMemoryMb(0)).toThrow(/must be an integer from 1 to 6000, got 0/);
+    expect(() => throughputMemoryMb(2.5)).toThrow(/must be an integer from 1 to 6000, got 2.5/);
+  });
+});
