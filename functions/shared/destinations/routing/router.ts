@@ -135,7 +135,7 @@ export function routingDestination(routes: readonly Route[], fallback?: Destinat
     },
     check: async (timeoutMs) => {
       const checks = await Promise.all(
-        lanes.map(async (lane) => ({ lane, check: (await lane.destination.check?.(timeoutMs)) ?? null })),
+        lanes.map(async (lane) => ({ lane, check: (await checkLane(lane, timeoutMs)) ?? null })),
       );
       const unverified = checks.flatMap(({ lane, check }) =>
         check !== null && !check.verified ? [`${lane.name}: ${check.reason}`] : [],
@@ -145,4 +145,18 @@ export function routingDestination(routes: readonly Route[], fallback?: Destinat
         : { verified: false, reason: unverified.join("; ") };
     },
   };
+}
+
+/**
+ * One lane's start check; a failure names the lane (`sns-fifo:payments.fifo: topic ... does not exist`), so with
+ * many routes the operator sees which one is wrong. The error keeps its class (ConfigError, or the one that means
+ * "could not ask": the next invocation asks again).
+ */
+async function checkLane(lane: Lane, timeoutMs: number) {
+  try {
+    return await lane.destination.check?.(timeoutMs);
+  } catch (error) {
+    if (error instanceof Error) error.message = `route to ${lane.name}: ${error.message}`;
+    throw error;
+  }
 }
