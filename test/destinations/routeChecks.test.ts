@@ -132,11 +132,16 @@ describe("start check of a stream, against Kinesis's answers moto cannot give", 
     await expect(check(route, url)).resolves.toEqual({ verified: true });
   });
 
-  it("fails while the stream is CREATING, as a check to make again (not a configuration error)", async () => {
+  it("a stream still CREATING, or Kinesis unreachable, leaves the route unverified instead of stopping the other routes", async () => {
     answer = summary({ StreamStatus: "CREATING" });
-    await expect(check(route, url)).rejects.toMatchObject({
-      name: "DestinationCheckError",
-      message: expect.stringMatching(/stream \S+ is still CREATING/),
+    await expect(check(route, url)).resolves.toEqual({
+      verified: false,
+      reason: expect.stringMatching(/^kinesis:clicks: stream \S+ is still CREATING/),
+    });
+    answer = { status: 503, body: { __type: "ServiceUnavailable", message: "down" } };
+    await expect(check(route, url)).resolves.toEqual({
+      verified: false,
+      reason: expect.stringMatching(/^kinesis:clicks: cannot check stream \S+: .*down/),
     });
   });
 
