@@ -1,13 +1,7 @@
 import { randomBytes } from "node:crypto";
-import {
-  CreateStreamCommand,
-  DescribeStreamCommand,
-  GetRecordsCommand,
-  GetShardIteratorCommand,
-  KinesisClient,
-} from "@aws-sdk/client-kinesis";
+import { CreateStreamCommand, DescribeStreamCommand, KinesisClient } from "@aws-sdk/client-kinesis";
 import { CreateTopicCommand, SNSClient, SubscribeCommand } from "@aws-sdk/client-sns";
-import { CreateQueueCommand, GetQueueAttributesCommand, type Message } from "@aws-sdk/client-sqs";
+import { CreateQueueCommand, type Message } from "@aws-sdk/client-sqs";
 import { NodeHttpHandler } from "@smithy/node-http-handler";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
@@ -17,6 +11,7 @@ import { createBusToQueue, eventBridgeClient } from "../support/eventBridge.ts";
 import { anEvent } from "../support/factories.ts";
 import { lambdaContext, relayLambdaEnv } from "../support/lambda.ts";
 import { rowStates, writeEvents } from "../support/outboxRows.ts";
+import { expectGroupsInOrder, ids, queueArn, readStream } from "../support/routing.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "../support/sqs.ts";
 
 /**
@@ -43,48 +38,6 @@ afterAll(async () => {
   await proxy?.close();
 });
 
-async function queueArn(queueUrl: string) {
-  const { Attributes } = await sqs.send(
-    new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ["QueueArn"] }),
-  );
-  return Attributes?.QueueArn as string;
-}
-
-async function readStream(name: string) {
-  const { StreamDescription } = await kinesis.send(new DescribeStreamCommand({ StreamName: name }));
-  const records: { partitionKey: string; data: { outboxId: string; seq: string } }[] = [];
-  for (const shard of StreamDescription?.Shards ?? []) {
-    const { ShardIterator } = await kinesis.send(
-      new GetShardIteratorCommand({
-        StreamName: name,
-        ShardId: shard.ShardId,
-        ShardIteratorType: "TRIM_HORIZON",
-      }),
-    );
-    const { Records = [] } = await kinesis.send(new GetRecordsCommand({ ShardIterator, Limit: 1000 }));
-    for (const record of Records) {
-      records.push({
-        partitionKey: record.PartitionKey as string,
-        data: JSON.parse(Buffer.from(record.Data as Uint8Array).toString("utf8")),
-      });
-    }
-  }
-  return records;
-}
-
-const attribute = (message: Message, name: string) => message.MessageAttributes?.[name]?.StringValue;
-const ids = (messages: Message[]) => messages.map((message) => attribute(message, "outboxId")).sort();
-
-/** Each group's seq attributes in arrival order are ascending. */
-function expectGroupsInOrder(messages: Message[]) {
-  const byGroup = new Map<string, number[]>();
-  for (const message of messages) {
-    const group = attribute(message, "aggregateId") as string;
-    byGroup.set(group, [...(byGroup.get(group) ?? []), Number(attribute(message, "seq"))]);
-  }
-  for (const [group, seqs] of byGroup) expect(seqs, group).toEqual([...seqs].sort((a, b) => a - b));
-}
-
 describe(`relay Lambda with OUTBOX_ROUTES to queues, a FIFO topic, a stream and a bus (${inject("awsSource")})`, () => {
   let queues: { orders: string; carts: string; audit: string; subscribers: string[]; bus: string };
   let streamName: string;
@@ -105,7 +58,7 @@ describe(`relay Lambda with OUTBOX_ROUTES to queues, a FIFO topic, a stream and 
         new SubscribeCommand({
           TopicArn,
           Protocol: "sqs",
-          Endpoint: await queueArn(queueUrl),
+          Endpoint: await queueArn(sqs, queueUrl),
           Attributes: { RawMessageDelivery: "true" },
         }),
       );
@@ -221,7 +174,7 @@ describe(`relay Lambda with OUTBOX_ROUTES to queues, a FIFO topic, a stream and 
       "select id, last_error from outbox_events where dead_lettered_at is not null",
     );
     expect(dead).toEqual([{ id: unrouted, last_error: expect.stringMatching(/^no route: /) }]);
-    expect(await readStream(streamName)).toEqual([]);
+    expect(await readStream(kinesis, streamName)).toEqual([]);
 
     // The outage goes on across invocations (each fails loudly: nothing published while clicks wait), and the
     // clicks never count towards dead-lettering.
@@ -244,7 +197,7 @@ describe(`relay Lambda with OUTBOX_ROUTES to queues, a FIFO topic, a stream and 
 
     expect(last).toMatchObject({ published: clicks.length, failed: 0 });
     expect(await rowStates(db.pool)).toEqual({ published: written.length - 1, pending: 0, dead: 1 });
-    const records = await readStream(streamName);
+    const records = await readStream(kinesis, streamName);
     expect(records.map((record) => record.data.outboxId).sort()).toEqual(clicks);
     for (const key of ["user-7", "user-8"]) {
       const seqs = records

@@ -42,6 +42,26 @@ export function text(value: unknown, field: string): string {
   return value;
 }
 
+/**
+ * The body of a record that is not one of the relay's own messages (those always carry an `outboxId` message
+ * attribute), when it is a JSON object: what an SNS notification or an EventBridge event is recognised by.
+ */
+export function foreignJsonBody(record: {
+  body: string;
+  messageAttributes?: Record<string, unknown>;
+}): Record<string, unknown> | undefined {
+  if (record.messageAttributes?.outboxId !== undefined) return undefined;
+  let body: unknown;
+  try {
+    body = JSON.parse(record.body);
+  } catch {
+    return undefined;
+  }
+  return typeof body === "object" && body !== null && !Array.isArray(body)
+    ? (body as Record<string, unknown>)
+    : undefined;
+}
+
 /** JSON text, parsed; a ValidationError naming the field when it is not JSON. */
 export function parseJson(value: string, field: string): unknown {
   try {

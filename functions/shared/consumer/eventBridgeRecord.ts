@@ -1,5 +1,5 @@
 import { ValidationError } from "../outbox/errors.ts";
-import { parseEnvelope, text } from "./envelopeFields.ts";
+import { foreignJsonBody, parseEnvelope, text } from "./envelopeFields.ts";
 import { sequenceNumber, traceContext } from "./eventFields.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
 import type { SqsRecord } from "./sqsEvent.ts";
@@ -20,15 +20,8 @@ type EventBridgeEvent = Record<string, unknown> & { detail: unknown };
  * message, naming the missing attribute).
  */
 export function eventBridgeEventOf(record: SqsRecord): EventBridgeEvent | undefined {
-  if (record.messageAttributes?.outboxId !== undefined) return undefined;
-  let body: unknown;
-  try {
-    body = JSON.parse(record.body);
-  } catch {
-    return undefined;
-  }
-  if (typeof body !== "object" || body === null || Array.isArray(body)) return undefined;
-  return "detail-type" in body && "source" in body && "detail" in body
+  const body = foreignJsonBody(record);
+  return body !== undefined && "detail-type" in body && "source" in body && "detail" in body
     ? (body as EventBridgeEvent)
     : undefined;
 }

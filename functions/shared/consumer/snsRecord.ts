@@ -1,5 +1,5 @@
 import { ValidationError } from "../outbox/errors.ts";
-import { describe, text } from "./envelopeFields.ts";
+import { describe, foreignJsonBody, text } from "./envelopeFields.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
 import { parseRelayMessage } from "./relayRecord.ts";
 import type { SqsRecord } from "./sqsEvent.ts";
@@ -19,17 +19,8 @@ type SnsNotification = Record<string, unknown>;
  * object with `"Type": "Notification"` and `TopicArn`, which every notification has. Returns the parsed body.
  */
 export function snsNotificationOf(record: SqsRecord): SnsNotification | undefined {
-  if (record.messageAttributes?.outboxId !== undefined) return undefined;
-  let body: unknown;
-  try {
-    body = JSON.parse(record.body);
-  } catch {
-    return undefined;
-  }
-  if (typeof body !== "object" || body === null || Array.isArray(body)) return undefined;
-  return (body as Record<string, unknown>).Type === "Notification" && "TopicArn" in body
-    ? (body as SnsNotification)
-    : undefined;
+  const body = foreignJsonBody(record);
+  return body?.Type === "Notification" && "TopicArn" in body ? body : undefined;
 }
 
 /**
