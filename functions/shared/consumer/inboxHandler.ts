@@ -13,9 +13,10 @@ import { eventRouter, type InboxRecordHandler, type InboxRoutes } from "./router
 import type { LambdaContextLike, SqsBatchResponse, SqsEvent } from "./sqsEvent.ts";
 
 /**
- * The consumer side of the outbox: a Lambda handler for an SQS event source that applies each event at
- * most once, however often SQS delivers it. The queue is the relay's SQS FIFO queue, or a queue an EventBridge
- * rule delivers the relay's events to (parseInboxEvent reads both). With a bus the inbox is what makes the
+ * The consumer side of the outbox: a Lambda handler for an SQS or Kinesis event source that applies each event at
+ * most once, however often it is delivered. The queue is the relay's SQS queue, a queue subscribed to its SNS topic
+ * (raw or enveloped), or a queue an EventBridge rule delivers the relay's events to; the stream is the relay's
+ * Kinesis stream (parseInboxEvent reads them all; a Kinesis record's group is its partition key). With a bus the inbox is what makes the
  * delivery safe: EventBridge does not deduplicate, retries a target on its own, and may deliver an event twice.
  *
  * Guarantees, per record:
