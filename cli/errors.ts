@@ -1,5 +1,5 @@
 import { isAuthenticationFailure } from "../functions/shared/db/sqlstate.ts";
-import { QueueCheckError } from "../functions/shared/destinations/sqs/queueCheck.ts";
+import { DestinationCheckError } from "../functions/shared/destinations/checkFailure.ts";
 import {
   ConfigError,
   DatabaseTimeoutError,
@@ -62,7 +62,7 @@ export function describeError(error: unknown, context: { databaseUrl?: string } 
   }
   if (
     error instanceof MigrationError ||
-    error instanceof QueueCheckError ||
+    error instanceof DestinationCheckError ||
     error instanceof DatabaseTimeoutError
   )
     return new CliError(error.message, EXIT_FAILURE, { cause: error });

@@ -48,7 +48,16 @@ interface Trap {
 
 const SEND_BATCH_TARGET = "AmazonSQS.SendMessageBatch";
 
-export async function startFaultProxy(target: string): Promise<FaultProxy> {
+export interface FaultProxyOptions {
+  /**
+   * The clock an outage's length is measured on (default: the wall clock). A test gives its own, to make an
+   * outage last across as many relay rounds as it takes without waiting out its length.
+   */
+  now?: () => number;
+}
+
+export async function startFaultProxy(target: string, options: FaultProxyOptions = {}): Promise<FaultProxy> {
+  const now = options.now ?? Date.now;
   const upstream = new URL(target);
   const stats: FaultProxyStats = { forwarded: 0, refused: 0, swallowed: 0 };
   let failingUntil = 0;
@@ -60,16 +69,21 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const body = await readBody(req);
-    if (Date.now() < failingUntil) {
+    if (now() < failingUntil) {
       stats.refused++;
+      // The answer in the caller's own protocol: SQS's JSON 1.0 (with its query-compatible error header), or the
+      // JSON protocol of another service behind the proxy (Kinesis: application/x-amz-json-1.1).
+      const sqs = String(req.headers["x-amz-target"] ?? "").startsWith("AmazonSQS.");
       res.writeHead(503, {
-        "content-type": "application/x-amz-json-1.0",
-        "x-amzn-query-error": "ServiceUnavailable;Receiver",
+        "content-type": sqs
+          ? "application/x-amz-json-1.0"
+          : String(req.headers["content-type"] ?? "application/x-amz-json-1.1"),
+        ...(sqs ? { "x-amzn-query-error": "ServiceUnavailable;Receiver" } : {}),
       });
       res.end(
         JSON.stringify({
-          __type: "com.amazonaws.sqs#ServiceUnavailable",
-          message: "chaos: SQS endpoint down",
+          __type: sqs ? "com.amazonaws.sqs#ServiceUnavailable" : "ServiceUnavailable",
+          message: sqs ? "chaos: SQS endpoint down" : "chaos: endpoint down",
         }),
       );
       return;
@@ -99,10 +113,10 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     url: `http://127.0.0.1:${port}`,
     stats,
     failFor(ms) {
-      failingUntil = Date.now() + ms;
+      failingUntil = now() + ms;
     },
     get failing() {
-      return Date.now() < failingUntil;
+      return now() < failingUntil;
     },
     trapNextAcceptedBatch(onAccepted) {
       return new Promise((resolve) => {

@@ -70,8 +70,10 @@ describe("parseInboxEvent", () => {
     notUuid.messageAttributes.outboxId = { dataType: "String", stringValue: "42" };
     expect(() => parseInboxEvent(notUuid)).toThrow(/messageAttributes\.outboxId: is not a uuid/);
     expect(() => parseInboxEvent(relayRecord({ body: "{not json" }))).toThrow(/body: is not JSON/);
-    expect(() => parseInboxEvent(relayRecord({ attributes: { SequenceNumber: undefined } }))).toThrow(
-      /attributes\.SequenceNumber: .*SQS FIFO queues only/,
-    );
+  });
+
+  it("reads the relay's message from a standard queue (an sqs or sns route): no sequence number, no failure", () => {
+    const event = parseInboxEvent(relayRecord({ attributes: { SequenceNumber: undefined } }));
+    expect(event).toMatchObject({ id: ID, seq: 42n, sequenceNumber: undefined, payload: { orderId: "o-1" } });
   });
 });

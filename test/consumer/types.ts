@@ -4,7 +4,16 @@
  * (tsc fails if the line below it compiles). Imports the consumer's public entry (what the package's
  * `./consumer` export is built from) and `@types/aws-lambda` as a user's project has it.
  */
-import type { Context, Handler, SQSBatchResponse, SQSEvent, SQSHandler, SQSRecord } from "aws-lambda";
+import type {
+  Context,
+  Handler,
+  KinesisStreamEvent,
+  KinesisStreamHandler,
+  SQSBatchResponse,
+  SQSEvent,
+  SQSHandler,
+  SQSRecord,
+} from "aws-lambda";
 import pg from "pg";
 import {
   createInboxHandler,
@@ -37,6 +46,14 @@ export const parsed: InboxEvent = parseInboxEvent(sqsRecord);
 export const handler: SQSHandler = createInboxHandler(() => {}, { pool });
 export const handler2: Handler<SQSEvent, SQSBatchResponse> = createInboxHandler(() => {}, { pool });
 export const response: Promise<SQSBatchResponse> = createInboxHandler(() => {}, { pool })(sqsEvent, context);
+
+// The same handler reads a Kinesis event source: a KinesisStreamHandler, given aws-lambda's KinesisStreamEvent.
+declare const kinesisEvent: KinesisStreamEvent;
+export const streamHandler: KinesisStreamHandler = createInboxHandler(() => {}, { pool });
+export const streamResponse = createInboxHandler(() => {}, { pool })(kinesisEvent, context);
+export const parsedFromStream: InboxEvent = parseInboxEvent(
+  kinesisEvent.Records[0] as KinesisStreamEvent["Records"][0],
+);
 
 // Typed payloads: an annotated handler, a typed InboxRecordHandler, typed routes, no casts.
 export const typedHandler = createInboxHandler(

@@ -1,13 +1,7 @@
 import { randomBytes } from "node:crypto";
-import {
-  CreateStreamCommand,
-  DescribeStreamCommand,
-  GetRecordsCommand,
-  GetShardIteratorCommand,
-  KinesisClient,
-} from "@aws-sdk/client-kinesis";
+import { CreateStreamCommand, DescribeStreamCommand, KinesisClient } from "@aws-sdk/client-kinesis";
 import { CreateTopicCommand, SNSClient, SubscribeCommand } from "@aws-sdk/client-sns";
-import { CreateQueueCommand, GetQueueAttributesCommand, type Message } from "@aws-sdk/client-sqs";
+import { CreateQueueCommand, type Message } from "@aws-sdk/client-sqs";
 import { NodeHttpHandler } from "@smithy/node-http-handler";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createDestination } from "../../functions/shared/destinations/create.ts";
@@ -17,6 +11,7 @@ import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { rowStates, writeEvents } from "../support/outboxRows.ts";
 import { drainUntilEmpty, testRelayOptions } from "../support/relay.ts";
+import { attribute, expectGroupsInOrder, ids, queueArn, readStream } from "../support/routing.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "../support/sqs.ts";
 
 const db = useTestDatabase();
@@ -31,13 +26,6 @@ afterAll(() => {
 const suffix = () => randomBytes(4).toString("hex");
 /** moto delivers through SNS and routes slowly under load: a timed-out request would only be sent again. */
 const options = () => testRelayOptions("unused-with-routes", { publishTimeoutMs: 30_000 });
-
-async function queueArn(queueUrl: string) {
-  const { Attributes } = await sqs.send(
-    new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ["QueueArn"] }),
-  );
-  return Attributes?.QueueArn as string;
-}
 
 async function standardQueue() {
   const { QueueUrl } = await sqs.send(new CreateQueueCommand({ QueueName: `routes-std-${suffix()}` }));
@@ -55,7 +43,7 @@ async function fifoTopicWithTwoQueues() {
       new SubscribeCommand({
         TopicArn,
         Protocol: "sqs",
-        Endpoint: await queueArn(queueUrl),
+        Endpoint: await queueArn(sqs, queueUrl),
         Attributes: { RawMessageDelivery: "true" },
       }),
     );
@@ -69,44 +57,6 @@ async function stream() {
   const { StreamDescription } = await kinesis.send(new DescribeStreamCommand({ StreamName: name }));
   return { streamArn: StreamDescription?.StreamARN as string, name };
 }
-
-/** Every record of the stream, shard by shard, in each shard's sequence order, as a consumer reads it. */
-async function readStream(name: string) {
-  const { StreamDescription } = await kinesis.send(new DescribeStreamCommand({ StreamName: name }));
-  const records: { partitionKey: string; data: Record<string, unknown> }[] = [];
-  for (const shard of StreamDescription?.Shards ?? []) {
-    const { ShardIterator } = await kinesis.send(
-      new GetShardIteratorCommand({
-        StreamName: name,
-        ShardId: shard.ShardId,
-        ShardIteratorType: "TRIM_HORIZON",
-      }),
-    );
-    const { Records = [] } = await kinesis.send(new GetRecordsCommand({ ShardIterator, Limit: 1000 }));
-    for (const record of Records) {
-      records.push({
-        partitionKey: record.PartitionKey as string,
-        data: JSON.parse(Buffer.from(record.Data as Uint8Array).toString("utf8")),
-      });
-    }
-  }
-  return records;
-}
-
-const attribute = (message: Message, name: string) => message.MessageAttributes?.[name]?.StringValue;
-
-/** outbox ids per group in arrival order, and every group's seq attributes ascending. */
-function expectGroupsInOrder(messages: Message[]) {
-  const byGroup = new Map<string, number[]>();
-  for (const message of messages) {
-    const group = attribute(message, "aggregateId") as string;
-    byGroup.set(group, [...(byGroup.get(group) ?? []), Number(attribute(message, "seq"))]);
-  }
-  for (const [group, seqs] of byGroup) expect(seqs, group).toEqual([...seqs].sort((a, b) => a - b));
-  return byGroup;
-}
-
-const ids = (messages: Message[]) => messages.map((message) => attribute(message, "outboxId")).sort();
 
 describe(`routing through the relay to queues, a FIFO topic and a stream (${inject("awsSource")})`, () => {
   let queueA: string;
@@ -199,7 +149,7 @@ describe(`routing through the relay to queues, a FIFO topic and a stream (${inje
     expect(standard.Attributes?.MessageGroupId).toBeUndefined();
     expect(attribute(standard, "aggregateType")).toBe("audit");
 
-    const records = await readStream(clicks.name);
+    const records = await readStream(kinesis, clicks.name);
     expect(records.map((record) => record.data.outboxId).sort()).toEqual(
       idsOf((e) => e.aggregateType === "click").sort(),
     );

@@ -2,6 +2,8 @@ import { ConfigError, errorMessage, OutboxError } from "../outbox/errors.ts";
 import { DEADLINE_MARGIN_MS, fitsDeadline } from "./deadline.ts";
 import { safeLogger } from "./inboxLogger.ts";
 import { type InboxHandlerOptions, inboxSettings } from "./inboxOptions.ts";
+import { type InboxRecord, recordId } from "./inboxRecord.ts";
+import type { KinesisEvent } from "./kinesisEvent.ts";
 import { publishOutcomeCounts } from "./outcomeMetrics.ts";
 import type { PayloadParser } from "./payloadParser.ts";
 import { newBatchState, outcomeReporter } from "./recordOutcome.ts";
@@ -11,9 +13,10 @@ import { eventRouter, type InboxRecordHandler, type InboxRoutes } from "./router
 import type { LambdaContextLike, SqsBatchResponse, SqsEvent } from "./sqsEvent.ts";
 
 /**
- * The consumer side of the outbox: a Lambda handler for an SQS event source that applies each event at
- * most once, however often SQS delivers it. The queue is the relay's SQS FIFO queue, or a queue an EventBridge
- * rule delivers the relay's events to (parseInboxEvent reads both). With a bus the inbox is what makes the
+ * The consumer side of the outbox: a Lambda handler for an SQS or Kinesis event source that applies each event at
+ * most once, however often it is delivered. The queue is the relay's SQS queue, a queue subscribed to its SNS topic
+ * (raw or enveloped), or a queue an EventBridge rule delivers the relay's events to; the stream is the relay's
+ * Kinesis stream (parseInboxEvent reads them all; a Kinesis record's group is its partition key). With a bus the inbox is what makes the
  * delivery safe: EventBridge does not deduplicate, retries a target on its own, and may deliver an event twice.
  *
  * Guarantees, per record:
@@ -55,6 +58,21 @@ import type { LambdaContextLike, SqsBatchResponse, SqsEvent } from "./sqsEvent.t
 export type InboxLambdaHandler = (event: SqsEvent, context?: LambdaContextLike) => Promise<SqsBatchResponse>;
 
 /**
+ * The same handler given a Kinesis event source: partial batch failures have the same shape, with the record's
+ * sequence number as `itemIdentifier`. A created handler is both (an `SQSHandler` and a `KinesisStreamHandler`).
+ */
+export type InboxStreamHandler = (
+  event: KinesisEvent,
+  context?: LambdaContextLike,
+) => Promise<SqsBatchResponse>;
+
+/**
+ * What createInboxHandler returns: one handler for either event source. SQS's signature last: inference from an
+ * overloaded function (middy's, for one) takes the last signature, and SQS is what existing code wraps.
+ */
+export type InboxHandler = InboxStreamHandler & InboxLambdaHandler;
+
+/**
  * Thrown by the Lambda handler when every record failed and the inbox's database failed under at least one
  * (connecting, beginning, recording the id, committing, or any statement that timed out on the client or lost
  * its connection, the handler's own included). The whole batch comes back either way; failing the invocation
@@ -74,21 +92,21 @@ export class InboxDeadlineError extends ConfigError {
 export function createInboxHandler<Payload>(
   handler: InboxRecordHandler<NoInfer<Payload>>,
   options: InboxHandlerOptions & { parse: PayloadParser<Payload> },
-): InboxLambdaHandler;
+): InboxHandler;
 /** One handler for every event, its payload typed by its annotation (`(e: InboxEvent<Order>) => ...`). */
 export function createInboxHandler<Payload = unknown>(
   handler: InboxRecordHandler<Payload>,
   options: InboxHandlerOptions & { parse?: undefined },
-): InboxLambdaHandler;
+): InboxHandler;
 /** A handler per event type; each route may carry its own `parse`. */
 export function createInboxHandler<Payloads extends Record<string, unknown>>(
   routes: InboxRoutes<Payloads>,
   options: InboxHandlerOptions,
-): InboxLambdaHandler;
+): InboxHandler;
 export function createInboxHandler(
   handler: InboxRecordHandler<unknown> | InboxRoutes,
   options: InboxHandlerOptions & { parse?: PayloadParser<unknown> },
-): InboxLambdaHandler {
+): InboxHandler {
   const settings = inboxSettings(options);
   const { statementTimeoutMs } = settings;
   const transaction = transactionRunner(settings.session);
@@ -97,8 +115,8 @@ export function createInboxHandler(
   const report = outcomeReporter(options.onOutcome, logger);
   const processBatch = batchProcessor({ settings, transaction, route, logger, report });
 
-  return async (sqsEvent, lambdaContext) => {
-    const records = sqsEvent.Records ?? [];
+  return async (event: SqsEvent | KinesisEvent, lambdaContext?: LambdaContextLike) => {
+    const records: readonly InboxRecord[] = event.Records ?? [];
     const batch = newBatchState();
     try {
       const remaining = lambdaContext?.getRemainingTimeInMillis?.();
@@ -124,7 +142,7 @@ export function createInboxHandler(
           failed: failed.length,
         });
       }
-      return { batchItemFailures: failed.map((record) => ({ itemIdentifier: record.messageId })) };
+      return { batchItemFailures: failed.map((record) => ({ itemIdentifier: recordId(record) })) };
     } finally {
       if (options.metrics !== undefined) publishOutcomeCounts(options.metrics, batch.counts, logger);
     }

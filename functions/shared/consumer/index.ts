@@ -6,7 +6,9 @@ export type { InboxEvent } from "./inboxEvent.ts";
 export {
   createInboxHandler,
   InboxDeadlineError,
+  type InboxHandler,
   type InboxLambdaHandler,
+  type InboxStreamHandler,
   InboxUnavailableError,
 } from "./inboxHandler.ts";
 export type { InboxLogger } from "./inboxLogger.ts";
@@ -17,6 +19,7 @@ export {
   DEFAULT_MAX_ATTEMPTS,
   type InboxHandlerOptions,
 } from "./inboxOptions.ts";
+export type { InboxRecord } from "./inboxRecord.ts";
 export {
   DEFAULT_INBOX_RETENTION_HOURS,
   type InboxLocation,
@@ -26,6 +29,7 @@ export {
   type PurgeInboxResult,
   purgeInbox,
 } from "./inboxTable.ts";
+export type { KinesisEvent, KinesisRecord } from "./kinesisEvent.ts";
 export {
   type InboxClient,
   kyselyPoolOf,

@@ -1,12 +1,12 @@
-import type { SqsRecord } from "./sqsEvent.ts";
+import { groupOf, type InboxRecord } from "./inboxRecord.ts";
 
-export interface GroupProcessing {
+export interface GroupProcessing<R extends InboxRecord = InboxRecord> {
   /** Groups in flight at once. */
   concurrency: number;
   /** Processes one record; false (or a throw) fails it. */
-  process(record: SqsRecord): Promise<boolean>;
+  process(record: R): Promise<boolean>;
   /** A record not processed because an earlier one of its group failed. */
-  onSkipped?(record: SqsRecord, groupId: string): void;
+  onSkipped?(record: R, groupId: string): void;
 }
 
 /**
@@ -17,20 +17,22 @@ export interface GroupProcessing {
  * its own. Deliberately not grouped by the event's aggregate instead: the bus has already lost the order, so
  * running one aggregate's records one after another would promise an order that is not there, and would fail
  * a healthy record because an unrelated earlier delivery failed. A handler tells a late event by `seq`.
+ * Kinesis: the group is the partition key (= the aggregate), so a key's later records wait for a failed one; Lambda
+ * restarts the shard from the lowest reported sequence number anyway, and the inbox skips what was applied.
  */
-export async function processByGroup(
-  records: readonly SqsRecord[],
-  options: GroupProcessing,
-): Promise<SqsRecord[]> {
-  const groups = new Map<string, SqsRecord[]>();
+export async function processByGroup<R extends InboxRecord>(
+  records: readonly R[],
+  options: GroupProcessing<R>,
+): Promise<R[]> {
+  const groups = new Map<string, R[]>();
   for (const record of records) {
-    const groupId = record.attributes?.MessageGroupId ?? `message:${record.messageId}`;
+    const groupId = groupOf(record);
     const group = groups.get(groupId);
     if (group === undefined) groups.set(groupId, [record]);
     else group.push(record);
   }
-  const failed = new Set<SqsRecord>();
-  const runGroup = async ([groupId, group]: [string, SqsRecord[]]) => {
+  const failed = new Set<R>();
+  const runGroup = async ([groupId, group]: [string, R[]]) => {
     for (const [index, record] of group.entries()) {
       const ok = await options.process(record).catch(() => false);
       if (ok) continue;

@@ -6,6 +6,7 @@ import { fitsDeadline } from "./deadline.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
 import type { InboxLogger } from "./inboxLogger.ts";
 import type { InboxSettings } from "./inboxOptions.ts";
+import { groupOf, type InboxRecord, recordId } from "./inboxRecord.ts";
 import { parseInboxEvent } from "./parseInboxEvent.ts";
 import { processByGroup } from "./processByGroup.ts";
 import type { BatchState, ReportOutcome } from "./recordOutcome.ts";
@@ -14,7 +15,7 @@ import type { EventRouter } from "./router.ts";
 import { advancePosition } from "./sql/advancePosition.ts";
 import { recordInbox } from "./sql/recordInbox.ts";
 import { confirmSameTransaction } from "./sql/sameTransaction.ts";
-import type { LambdaContextLike, SqsRecord } from "./sqsEvent.ts";
+import type { LambdaContextLike } from "./sqsEvent.ts";
 import { guardClient } from "./transactionGuard.ts";
 
 /**
@@ -35,10 +36,10 @@ export interface RecordPipeline {
 
 /** Runs a batch's records; resolves to the records to report in `batchItemFailures`, in delivery order. */
 export type BatchProcessor = (
-  records: readonly SqsRecord[],
+  records: readonly InboxRecord[],
   lambdaContext: LambdaContextLike | undefined,
   batch: BatchState,
-) => Promise<SqsRecord[]>;
+) => Promise<InboxRecord[]>;
 
 export function batchProcessor(pipeline: RecordPipeline): BatchProcessor {
   const processRecord = recordProcessor(pipeline);
@@ -47,7 +48,7 @@ export function batchProcessor(pipeline: RecordPipeline): BatchProcessor {
       concurrency: pipeline.settings.groupConcurrency,
       process: (record) => processRecord(record, lambdaContext, batch),
       onSkipped: (record, groupId) => {
-        pipeline.report(batch, { status: "skipped", messageId: record.messageId, groupId, reason: "group" });
+        pipeline.report(batch, { status: "skipped", messageId: recordId(record), groupId, reason: "group" });
       },
     });
 }
@@ -65,7 +66,7 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
     resetSession: true,
   };
   return async (
-    record: SqsRecord,
+    record: InboxRecord,
     lambdaContext: LambdaContextLike | undefined,
     batch: BatchState,
   ): Promise<boolean> => {
@@ -130,12 +131,12 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
         return status;
       });
       if (status === "deadline") {
-        const groupId = record.attributes?.MessageGroupId ?? `message:${record.messageId}`;
+        const groupId = groupOf(record);
         logger.warn(
           "too little time left in the invocation to start this record; it and the rest of its group are redelivered",
           { ...fields(record, parsed), remainingMs: lambdaContext?.getRemainingTimeInMillis?.() },
         );
-        report(batch, { status: "skipped", messageId: record.messageId, groupId, reason: "deadline" });
+        report(batch, { status: "skipped", messageId: recordId(record), groupId, reason: "deadline" });
         return false;
       }
       if (status === "duplicate") {
@@ -151,7 +152,7 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
       } else if (status === "ignored") {
         logger.info("no route for this event type; recorded and skipped", fields(record, parsed));
       }
-      report(batch, { status, messageId: record.messageId, event: parsed });
+      report(batch, { status, messageId: recordId(record), event: parsed });
       return true;
     } catch (error) {
       if (event !== undefined && isOutage(error, inUserHandler)) batch.databaseFailures.push(error);
@@ -161,17 +162,21 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
           : "event failed; rolled back, it and the rest of its group are redelivered",
         { ...fields(record, event), error: errorMessage(error) },
       );
-      report(batch, { status: "failed", messageId: record.messageId, event, error });
+      report(batch, { status: "failed", messageId: recordId(record), event, error });
       return false;
     }
   };
 }
 
-function fields(record: SqsRecord, event: InboxEvent | undefined): Record<string, unknown> {
+function fields(record: InboxRecord, event: InboxEvent | undefined): Record<string, unknown> {
   return {
-    messageId: record.messageId,
-    messageGroupId: record.attributes?.MessageGroupId,
-    receiveCount: record.attributes?.ApproximateReceiveCount,
+    ...("kinesis" in record
+      ? { sequenceNumber: record.kinesis.sequenceNumber, partitionKey: record.kinesis.partitionKey }
+      : {
+          messageId: record.messageId,
+          messageGroupId: record.attributes?.MessageGroupId,
+          receiveCount: record.attributes?.ApproximateReceiveCount,
+        }),
     ...(event === undefined
       ? {}
       : {

@@ -1,8 +1,9 @@
 import { ConfigError } from "../outbox/errors.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
+import type { InboxRecord } from "./inboxRecord.ts";
 import type { InboxClient } from "./libraries.ts";
 import { isPayloadParser, type PayloadParser, parsePayload } from "./payloadParser.ts";
-import type { LambdaContextLike, SqsRecord } from "./sqsEvent.ts";
+import type { LambdaContextLike } from "./sqsEvent.ts";
 
 /**
  * Which handler an event goes to: the one handler, or the route for its event type, each behind its parse hook.
@@ -18,7 +19,8 @@ export interface InboxHandlerContext {
    * the record's transaction; for Drizzle, Kysely and Prisma see pgClientOf, kyselyPoolOf and prismaPoolOf.
    */
   client: InboxClient;
-  record: SqsRecord;
+  /** The record as delivered: an SQS record, or a Kinesis record (`"kinesis" in record`) from a stream. */
+  record: InboxRecord;
   lambdaContext: LambdaContextLike | undefined;
 }
 

@@ -77,9 +77,13 @@ export function createDestination(
           topicArn: target.topicArn,
           fifo: target.kind === "sns-fifo",
           maxMessageBytes: target.maxMessageBytes,
+          ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
         });
       case "kinesis":
-        return kinesisDestination(clients.kinesis(), { stream: target.stream });
+        return kinesisDestination(clients.kinesis(), {
+          stream: target.stream,
+          ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
+        });
     }
   };
   if (setting.kind !== "routes") {

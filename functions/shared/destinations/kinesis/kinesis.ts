@@ -16,6 +16,7 @@ import {
   requestFailed,
 } from "../destination.ts";
 import { detailEnvelope, stringHeaders } from "../envelope.ts";
+import { checkStream } from "./streamCheck.ts";
 
 /**
  * PutRecords limits (Amazon Kinesis Data Streams API Reference, "PutRecords" and "PutRecordsRequestEntry"):
@@ -37,6 +38,8 @@ export const KINESIS_MAX_PARTITION_KEY_LENGTH = 256;
 export interface KinesisOptions {
   /** The stream's ARN (recommended by AWS, and needed for another account's stream) or its name. */
   stream: { streamArn: string } | { streamName: string };
+  /** An emulator's URL, named when the start check cannot reach Kinesis. */
+  endpoint?: string;
 }
 
 /**
@@ -91,6 +94,16 @@ export function kinesisDestination(
     maxMessageBytes: KINESIS_MAX_RECORD_BYTES,
     prepare: (row) => prepareRecord(row),
     send,
+    check: (timeoutMs) =>
+      checkStream(
+        client,
+        options.stream,
+        options.endpoint ??
+          ("streamArn" in options.stream
+            ? `https://kinesis.${options.stream.streamArn.split(":")[3]}.amazonaws.com`
+            : "Kinesis's endpoint in AWS_REGION"),
+        timeoutMs,
+      ),
   };
 }
 

@@ -1,5 +1,6 @@
 import { ConfigError } from "../../outbox/errors.ts";
 import type { ClaimedRow } from "../../outbox/row.ts";
+import { DestinationCheckError } from "../checkFailure.ts";
 import type {
   Destination,
   DestinationCheck,
@@ -135,7 +136,7 @@ export function routingDestination(routes: readonly Route[], fallback?: Destinat
     },
     check: async (timeoutMs) => {
       const checks = await Promise.all(
-        lanes.map(async (lane) => ({ lane, check: (await lane.destination.check?.(timeoutMs)) ?? null })),
+        lanes.map(async (lane) => ({ lane, check: (await checkLane(lane, timeoutMs)) ?? null })),
       );
       const unverified = checks.flatMap(({ lane, check }) =>
         check !== null && !check.verified ? [`${lane.name}: ${check.reason}`] : [],
@@ -145,4 +146,21 @@ export function routingDestination(routes: readonly Route[], fallback?: Destinat
         : { verified: false, reason: unverified.join("; ") };
     },
   };
+}
+
+/**
+ * One lane's start check; a failure names the lane (`route to sns-fifo:payments.fifo: topic ... does not exist`),
+ * so with many routes the operator sees which one is wrong. A lane whose service cannot be asked (unreachable,
+ * timed out: a DestinationCheckError) is reported unverified instead of failing the invocation: one destination's
+ * outage must not stop the others, and its publishes fail loudly on their own (unsent, retried, PublishFailures).
+ * A ConfigError (missing, wrong kind) still throws: that route can never work.
+ */
+async function checkLane(lane: Lane, timeoutMs: number): Promise<DestinationCheck | undefined> {
+  try {
+    return await lane.destination.check?.(timeoutMs);
+  } catch (error) {
+    if (error instanceof DestinationCheckError) return { verified: false, reason: error.message };
+    if (error instanceof Error) error.message = `route to ${lane.name}: ${error.message}`;
+    throw error;
+  }
 }

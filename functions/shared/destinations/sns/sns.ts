@@ -18,6 +18,7 @@ import {
   type PublishResult,
   requestFailed,
 } from "../destination.ts";
+import { checkTopic } from "./topicCheck.ts";
 
 /**
  * PublishBatch limits (Amazon SNS API Reference, "PublishBatch"):
@@ -44,6 +45,8 @@ export interface SnsOptions {
   fifo: boolean;
   /** The topic's MaximumMessageSize (default 262,144, SNS's default; at most 1 MiB). */
   maxMessageBytes?: number;
+  /** An emulator's URL, named when the start check cannot reach SNS. */
+  endpoint?: string;
 }
 
 type Entry = Omit<PublishBatchRequestEntry, "Id">;
@@ -113,6 +116,14 @@ export function snsDestination(client: SNSClient, options: SnsOptions): Destinat
     maxMessageBytes,
     prepare: (row) => prepareMessage(row, maxMessageBytes, options.fifo),
     send,
+    check: (timeoutMs) =>
+      checkTopic(
+        client,
+        options.topicArn,
+        options.fifo,
+        options.endpoint ?? `https://sns.${options.topicArn.split(":")[3]}.amazonaws.com`,
+        timeoutMs,
+      ),
   };
 }
 

@@ -1,16 +1,14 @@
 import { GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import { ConfigError, errorMessage, OutboxError } from "../../outbox/errors.ts";
-
-export type QueueCheck = { verified: true } | { verified: false; reason: string };
+import { ConfigError } from "../../outbox/errors.ts";
+import { checkFailure, DestinationCheckError } from "../checkFailure.ts";
+import type { DestinationCheck } from "../destination.ts";
 
 /** SQS could not be asked (unreachable, timed out): says nothing about the queue, so try again later. */
-export class QueueCheckError extends OutboxError {
+export class QueueCheckError extends DestinationCheckError {
   override name = "QueueCheckError";
 }
 
 const MISSING_QUEUE = /QueueDoesNotExist|NonExistentQueue/;
-const NOT_ALLOWED = /AccessDenied|NotAuthorized|UnauthorizedOperation/;
-const NETWORK = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNRESET|socket hang up/;
 
 /**
  * Asks SQS about the queue once before relaying (the CLI at start, the relay Lambda on its first invocation), so
@@ -19,7 +17,7 @@ const NETWORK = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNRESET|socket ha
  * ordering), and a MaximumMessageSize below what the relay sends (the queue default is still 262,144; every
  * bigger event would be dead-lettered). Those throw a ConfigError naming the fix; SQS being unreachable throws
  * a QueueCheckError. A role without sqs:GetQueueAttributes only skips the check (`verified: false`): publishing
- * needs SendMessage, not this, and the caller warns.
+ * needs SendMessage, not this, and the caller warns (checkFailure.ts, the same for every destination).
  */
 export async function checkQueue(
   sqs: SQSClient,
@@ -28,7 +26,7 @@ export async function checkQueue(
   endpoint: string | undefined,
   timeoutMs = 15_000,
   fifo = true,
-): Promise<QueueCheck> {
+): Promise<DestinationCheck> {
   let attributes: Record<string, string>;
   try {
     const response = await sqs.send(
@@ -40,29 +38,15 @@ export async function checkQueue(
     );
     attributes = response.Attributes ?? {};
   } catch (error) {
-    const name = (error as { name?: string }).name ?? "";
-    const code = (error as { code?: string }).code ?? "";
-    const message = error instanceof Error ? error.message : String(error);
-    if (MISSING_QUEUE.test(`${name} ${message}`)) {
-      throw new ConfigError(
-        `queue ${queueUrl} does not exist (check OUTBOX_QUEUE_URL / --queue-url, AWS_REGION and the endpoint)`,
-        { cause: error },
-      );
-    }
-    if (NOT_ALLOWED.test(name))
-      return {
-        verified: false,
-        reason: `not allowed to read queue attributes (${name}): grant sqs:GetQueueAttributes on the queue`,
-      };
-    if (/Region is missing/i.test(message)) {
-      throw new ConfigError("no AWS region: set AWS_REGION", { cause: error });
-    }
-    if (NETWORK.test(`${code} ${name} ${message}`)) {
-      throw new QueueCheckError(`cannot reach SQS at ${endpoint ?? new URL(queueUrl).origin}: ${message}`, {
-        cause: error,
-      });
-    }
-    throw new QueueCheckError(`cannot check queue ${queueUrl}: ${errorMessage(error)}`, { cause: error });
+    return checkFailure(error, {
+      service: "SQS",
+      what: `queue ${queueUrl}`,
+      missing: MISSING_QUEUE,
+      missingHint: "check OUTBOX_QUEUE_URL / --queue-url, AWS_REGION and the endpoint",
+      action: "sqs:GetQueueAttributes",
+      endpoint: endpoint ?? new URL(queueUrl).origin,
+      unreachable: QueueCheckError,
+    });
   }
   if (!fifo && attributes.FifoQueue === "true") {
     throw new ConfigError(
