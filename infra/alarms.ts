@@ -38,6 +38,11 @@ export interface AlarmSubjects {
   metricsRule: events.IRule;
   /** The queue the relay publishes to; undefined with a bus (its consumers are the rules' targets). */
   queue?: sqs.IQueue | undefined;
+  /**
+   * An OutboxConsumer of the construct reads `queue` and alarms on its oldest message itself: the relay's
+   * ConsumersStalled would page a second time for the same stalled queue, so it is left out.
+   */
+  queueWatchedByConsumer?: boolean | undefined;
   consumerDeadLetterQueue?: sqs.IQueue | undefined;
   /** Name of a Secrets Manager rotation function for the database secret, when there is one. */
   rotationFunctionName?: string | undefined;
@@ -331,20 +336,21 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       datapointsToAlarm: 1,
       treatMissingData: NOT_BREACHING,
     },
-    subjects.queue !== undefined && {
-      key: "consumersStalled",
-      id: "ConsumersStalledAlarm",
-      description:
-        "The oldest message in the queue is older than the threshold for 3 minutes: consumers are down, failing " +
-        `before they delete, or too slow. SQS drops messages after the 14-day retention. ${RUNBOOK}`,
-      metric: subjects.queue.metricApproximateAgeOfOldestMessage({ period: MINUTE, statistic: "Maximum" }),
-      threshold: thresholds.queueOldestMessageAgeSeconds ?? 900,
-      comparison: GREATER_THAN_THRESHOLD,
-      evaluationPeriods: 3,
-      datapointsToAlarm: 3,
-      // SQS stops writing the metrics of a queue that has been idle for hours: an empty queue, not a stall.
-      treatMissingData: NOT_BREACHING,
-    },
+    subjects.queue !== undefined &&
+      subjects.queueWatchedByConsumer !== true && {
+        key: "consumersStalled",
+        id: "ConsumersStalledAlarm",
+        description:
+          "The oldest message in the queue is older than the threshold for 3 minutes: consumers are down, failing " +
+          `before they delete, or too slow. SQS drops messages after the 14-day retention. ${RUNBOOK}`,
+        metric: subjects.queue.metricApproximateAgeOfOldestMessage({ period: MINUTE, statistic: "Maximum" }),
+        threshold: thresholds.queueOldestMessageAgeSeconds ?? 900,
+        comparison: GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 3,
+        // SQS stops writing the metrics of a queue that has been idle for hours: an empty queue, not a stall.
+        treatMissingData: NOT_BREACHING,
+      },
     subjects.consumerDeadLetterQueue !== undefined && {
       key: "consumerDeadLetters",
       id: "ConsumerDeadLettersAlarm",
@@ -418,6 +424,8 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
 /** What an OutboxConsumer's alarms watch (infra/consumer.ts). */
 export interface ConsumerAlarmSubjects {
   function: lambda.IFunction;
+  /** The function's timeout: its Errors arrive up to that late (lambdaMetricPeriods). */
+  timeout: Duration;
   queue: sqs.IQueue;
   deadLetterQueue?: sqs.IQueue | undefined;
   /** The inbox's InboxRecordsFailed count (EMF, outcomeMetrics.ts) in the function's namespace and service. */
@@ -427,6 +435,8 @@ export interface ConsumerAlarmSubjects {
 
 /** The consumer's rows, the same table shape; the ids are the construct's since it was first released. */
 export function consumerAlarmTable(subjects: ConsumerAlarmSubjects): AlarmRow[] {
+  // At least 3 one-minute periods (2 of 3, as first released), and the timeout plus a period when longer.
+  const errorPeriods = Math.max(3, lambdaMetricPeriods(subjects.timeout.toSeconds(), MINUTE.toSeconds()));
   const rows: (AlarmRow | false)[] = [
     {
       key: "errors",
@@ -434,11 +444,13 @@ export function consumerAlarmTable(subjects: ConsumerAlarmSubjects): AlarmRow[] 
       // A failed record is reported, not thrown: an invocation error means the whole batch failed (the inbox's
       // database unreachable or not answering, a function timeout too short for one record, bad configuration),
       // so every message of it comes back and each such receive counts towards maxReceiveCount.
-      description: "Outbox consumer invocations failed as a whole in 2 of 3 minutes: nothing is applied.",
+      description: `Outbox consumer invocations failed as a whole in 2 of ${errorPeriods} minutes: nothing is applied.`,
       metric: subjects.function.metricErrors({ period: MINUTE, statistic: "Sum" }),
       threshold: 1,
       comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      evaluationPeriods: 3,
+      // Lambda stamps an error with its invocation's start and sends it at the end: the window covers the
+      // function's timeout plus a period, so an error of a long invocation is still inside it when it arrives.
+      evaluationPeriods: errorPeriods,
       datapointsToAlarm: 2,
       treatMissingData: NOT_BREACHING,
     },

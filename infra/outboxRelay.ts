@@ -625,6 +625,7 @@ export class OutboxRelay extends Construct {
       purgeRule: this.purgeRule,
       metricsRule: this.metricsRule,
       queue: this.queue,
+      queueWatchedByConsumer: props.consumer !== undefined,
       consumerDeadLetterQueue: this.consumerDeadLetterQueue,
       rotationFunctionName: db.rotationFunctionName,
       metric: this.metric.bind(this),
@@ -653,9 +654,13 @@ export class OutboxRelay extends Construct {
         );
       }
       // The created dead-letter queue already has its alarm above.
+      // Its oldest-message alarm is the queue's only one (ConsumersStalled is left out): one page per stall, at
+      // the relay's threshold unless the consumer sets its own.
+      const threshold = props.consumer.oldestMessageAgeSeconds ?? alarmProps.queueOldestMessageAgeSeconds;
       this.consumer = new OutboxConsumer(this, "Consumer", {
         alarmTopic: this.alarmTopic,
         ...props.consumer,
+        ...(threshold === undefined ? {} : { oldestMessageAgeSeconds: threshold }),
         queue: this.queue,
       });
     }

@@ -41,6 +41,22 @@ function consumer(
 }
 
 describe("OutboxConsumer", () => {
+  it("evaluates its Errors alarm over the function's timeout plus a period (Lambda sends Errors at the end)", () => {
+    const errors = (template: Template) =>
+      Object.values(
+        template.findResources("AWS::CloudWatch::Alarm", { Properties: { MetricName: "Errors" } }),
+      );
+    const [short] = errors(consumer().template);
+    expect(short?.Properties).toMatchObject({ Period: 60, EvaluationPeriods: 3, DatapointsToAlarm: 2 });
+    // 300 s timeout: ceil(300 / 60) + 1 = 6 one-minute periods (its queue needs 6 x 300 s of visibility).
+    const { template } = consumer((stack) => ({
+      timeout: Duration.seconds(300),
+      queue: new sqs.Queue(stack, "SlowQueue", { visibilityTimeout: Duration.seconds(1800) }),
+    }));
+    const [long] = errors(template);
+    expect(long?.Properties).toMatchObject({ Period: 60, EvaluationPeriods: 6, DatapointsToAlarm: 2 });
+  });
+
   it("maps the queue to the function with partial batch failures, batch size and a concurrency cap", () => {
     const { template } = consumer({ batchSize: 5, maxConcurrency: 3 });
     template.resourceCountIs("AWS::Lambda::EventSourceMapping", 1);
@@ -247,5 +263,32 @@ describe("OutboxRelay's consumer prop", () => {
     template.hasResourceProperties("AWS::SQS::Queue", { FifoQueue: true, VisibilityTimeout: 180 });
     expect(relay.consumer?.alarms.deadLetters).toBeUndefined();
     expect(relay.alarms.consumerDeadLetters).toBeDefined();
+  });
+
+  it("pages once for a stalled queue: the consumer's oldest-message alarm, at the relay's threshold", () => {
+    const app = newApp();
+    const stack = new Stack(app, "Outbox");
+    const { vpc, secret } = importedNetwork(stack);
+    const relay = new OutboxRelay(stack, "Outbox", {
+      database: { secret, vpc },
+      migrations: false,
+      alarms: { queueOldestMessageAgeSeconds: 600 },
+      consumer: { entry: ENTRY, projectRoot: PROJECT_ROOT },
+    });
+    const template = Template.fromStack(stack);
+    const queueName = {
+      "Fn::GetAtt": [stack.getLogicalId(relay.queue?.node.defaultChild as sqs.CfnQueue), "QueueName"],
+    };
+    const ageAlarms = template.findResources("AWS::CloudWatch::Alarm", {
+      Properties: {
+        MetricName: "ApproximateAgeOfOldestMessage",
+        Dimensions: [{ Name: "QueueName", Value: queueName }],
+      },
+    });
+    expect(Object.keys(ageAlarms).map((id) => id.replace(/[0-9A-F]{8}$/, ""))).toEqual([
+      "OutboxConsumerOldestMessageAgeAlarm",
+    ]);
+    expect(Object.values(ageAlarms)[0]?.Properties.Threshold).toBe(600);
+    expect(relay.alarms.consumersStalled).toBeUndefined();
   });
 });
