@@ -46,6 +46,8 @@ export interface AlarmSubjects {
   consumerDeadLetterQueue?: sqs.IQueue | undefined;
   /** Name of a Secrets Manager rotation function for the database secret, when there is one. */
   rotationFunctionName?: string | undefined;
+  /** The rotation functions of the relay's and purge's logins (infra/logins.ts), when the construct made them. */
+  loginRotationFunctionNames?: readonly string[] | undefined;
   /** The construct's EMF metrics, with their `service` dimension. */
   metric(
     name: MetricName,
@@ -415,6 +417,44 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       evaluationPeriods: lambdaMetricPeriods(LAMBDA_MAX_TIMEOUT_SECONDS, FIVE_MINUTES.toSeconds()),
       datapointsToAlarm: 1,
       // The rotation runs monthly: silence is the normal state.
+      treatMissingData: NOT_BREACHING,
+    },
+    (subjects.loginRotationFunctionNames ?? []).length > 0 && {
+      key: "loginRotationErrors",
+      id: "LoginRotationErrorsAlarm",
+      description:
+        "The rotation of the relay's or the purge's login failed (multi-user rotation, the master secret as its " +
+        "superuser): the rotation Lambda cannot reach Secrets Manager or the database, the master secret is wrong, " +
+        "or the clone login could not be made. The login's current password keeps working; the rotation is " +
+        `retried at its next schedule. The rotation Lambda's log (/aws/lambda/<name>) names the step. ${RUNBOOK}`,
+      // Lambda's Errors of the rotation functions, not Secrets Manager's RotationFailed event: that one is a
+      // CloudTrail event, which needs a trail-backed EventBridge rule rather than an alarm of this table, while
+      // Secrets Manager invokes the function once per step and any failed step is an error here. One alarm for
+      // both logins (one failure mode, one page); the description says where to look for which one.
+      metric: new cloudwatch.MathExpression({
+        expression: (subjects.loginRotationFunctionNames ?? []).map((_, i) => `FILL(r${i}, 0)`).join(" + "),
+        usingMetrics: Object.fromEntries(
+          (subjects.loginRotationFunctionNames ?? []).map((name, i) => [
+            `r${i}`,
+            new cloudwatch.Metric({
+              namespace: AWS_METRIC.lambdaNamespace,
+              metricName: AWS_METRIC.lambdaErrors,
+              dimensionsMap: { FunctionName: name },
+              statistic: "Sum",
+              period: FIVE_MINUTES,
+            }),
+          ]),
+        ),
+        period: FIVE_MINUTES,
+        label: "Errors of the login rotation functions",
+      }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      // AWS's application sets the function's timeout, not this construct: the window covers Lambda's longest
+      // (900 s) plus a period, so an error sent at the end of a long step is still inside it.
+      evaluationPeriods: lambdaMetricPeriods(LAMBDA_MAX_TIMEOUT_SECONDS, FIVE_MINUTES.toSeconds()),
+      datapointsToAlarm: 1,
+      // Rotations run monthly: silence is the normal state.
       treatMissingData: NOT_BREACHING,
     },
   ];

@@ -628,6 +628,7 @@ export class OutboxRelay extends Construct {
       queueWatchedByConsumer: props.consumer !== undefined,
       consumerDeadLetterQueue: this.consumerDeadLetterQueue,
       rotationFunctionName: db.rotationFunctionName,
+      loginRotationFunctionNames: logins?.rotationFunctionNames ?? [],
       metric: this.metric.bind(this),
       relayTimeout: Duration.seconds(timing.timeoutSeconds),
       purgeTimeout: purgeTimeout,
@@ -726,6 +727,7 @@ export class OutboxRelay extends Construct {
       vpc: db.vpc,
       table: props.outboxTable ?? DEFAULT_TABLE,
       rotation: options.rotation ?? {},
+      logRetention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
     });
   }
 
