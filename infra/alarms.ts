@@ -48,11 +48,16 @@ export interface AlarmSubjects {
   rotationFunctionName?: string | undefined;
   /** The rotation functions of the relay's and purge's logins (infra/logins.ts), when the construct made them. */
   loginRotationFunctionNames?: readonly string[] | undefined;
-  /** The construct's EMF metrics, with their `service` dimension. */
+  /**
+   * Behind a route table: each destination the relay publishes to (the default included), by the relay's
+   * `destination` metric dimension and a construct-id-safe label.
+   */
+  destinations?: readonly RoutedDestination[] | undefined;
+  /** The construct's EMF metrics, with their `service` dimension (and `destination`, when given). */
   metric(
     name: MetricName,
     source: "relay" | "purge",
-    options: { statistic?: string; period?: Duration },
+    options: { statistic?: string; period?: Duration; destination?: string },
   ): cloudwatch.Metric;
   /**
    * The functions' timeouts: an alarm on their AWS/Lambda metrics, which arrive when an invocation ends, evaluates
@@ -65,6 +70,12 @@ export interface AlarmSubjects {
   /** How often the purge Lambda publishes the backlog gauges. */
   metricsRate: Duration;
   strictOrder: boolean;
+}
+
+export interface RoutedDestination {
+  /** The `destination` dimension's value: `<kind>:<name>`, as the relay writes it. */
+  metricName: string;
+  label: string;
 }
 
 /** One row of the table: an alarm, the metric it reads, and what "no data" means for it. */
@@ -197,7 +208,29 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       // No invocation, no datapoint: RelayNotRunning reports that.
       treatMissingData: NOT_BREACHING,
     },
-    {
+    ...(subjects.destinations ?? []).map((place) => ({
+      key: `publishFailures${place.label}`,
+      id: `${place.label}PublishFailuresAlarm`,
+      description:
+        `${place.metricName} refused the relay's requests or entries in each of the last 5 minutes: access ` +
+        "denied (its policy, its KMS key), deleted, throttling. Its events wait in the outbox and retry while " +
+        "the other destinations keep publishing (an aggregate whose earlier event waits here waits too). " +
+        RUNBOOK,
+      // One alarm per destination instead of the total's: the total would page a second time for the same
+      // outage, without saying where. Written every 10 s, zeros included, once the relay has seen the
+      // destination (observe/metrics.ts).
+      metric: subjects.metric(METRIC.publishFailures, "relay", {
+        statistic: "Sum",
+        period: MINUTE,
+        destination: place.metricName,
+      }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 5,
+      datapointsToAlarm: 5,
+      treatMissingData: NOT_BREACHING,
+    })),
+    (subjects.destinations ?? []).length === 0 && {
       key: "publishFailures",
       id: "PublishFailuresAlarm",
       description:
