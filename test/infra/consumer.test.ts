@@ -244,16 +244,22 @@ describe("OutboxConsumer", () => {
 });
 
 describe("OutboxRelay's consumer prop", () => {
-  it("creates the consumer on the relay's queue, without a second alarm on the relay's dead-letter queue", () => {
-    const app = newApp();
-    const stack = new Stack(app, "Outbox");
+  /** The relay with a consumer on its created queue, in a stack of its own. */
+  function relayWithConsumer(props: Partial<ConstructorParameters<typeof OutboxRelay>[2]>) {
+    const stack = new Stack(newApp(), "Outbox");
     const { vpc, secret } = importedNetwork(stack);
     const relay = new OutboxRelay(stack, "Outbox", {
       database: { secret, vpc },
       migrations: false,
+      ...props,
+    });
+    return { stack, relay, template: Template.fromStack(stack) };
+  }
+
+  it("creates the consumer on the relay's queue, without a second alarm on the relay's dead-letter queue", () => {
+    const { stack, relay, template } = relayWithConsumer({
       consumer: { entry: ENTRY, projectRoot: PROJECT_ROOT, batchSize: 1 },
     });
-    const template = Template.fromStack(stack);
     const queueId = stack.getLogicalId(relay.queue?.node.defaultChild as sqs.CfnQueue);
     template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
       BatchSize: 1,
@@ -266,16 +272,10 @@ describe("OutboxRelay's consumer prop", () => {
   });
 
   it("pages once for a stalled queue: the consumer's oldest-message alarm, at the relay's threshold", () => {
-    const app = newApp();
-    const stack = new Stack(app, "Outbox");
-    const { vpc, secret } = importedNetwork(stack);
-    const relay = new OutboxRelay(stack, "Outbox", {
-      database: { secret, vpc },
-      migrations: false,
+    const { stack, relay, template } = relayWithConsumer({
       alarms: { queueOldestMessageAgeSeconds: 600 },
       consumer: { entry: ENTRY, projectRoot: PROJECT_ROOT },
     });
-    const template = Template.fromStack(stack);
     const queueName = {
       "Fn::GetAtt": [stack.getLogicalId(relay.queue?.node.defaultChild as sqs.CfnQueue), "QueueName"],
     };
