@@ -38,14 +38,26 @@ export interface AlarmSubjects {
   metricsRule: events.IRule;
   /** The queue the relay publishes to; undefined with a bus (its consumers are the rules' targets). */
   queue?: sqs.IQueue | undefined;
+  /**
+   * An OutboxConsumer of the construct reads `queue` and alarms on its oldest message itself: the relay's
+   * ConsumersStalled would page a second time for the same stalled queue, so it is left out.
+   */
+  queueWatchedByConsumer?: boolean | undefined;
   consumerDeadLetterQueue?: sqs.IQueue | undefined;
   /** Name of a Secrets Manager rotation function for the database secret, when there is one. */
   rotationFunctionName?: string | undefined;
-  /** The construct's EMF metrics, with their `service` dimension. */
+  /** The rotation functions of the relay's and purge's logins (infra/logins.ts), when the construct made them. */
+  loginRotationFunctionNames?: readonly string[] | undefined;
+  /**
+   * Behind a route table: each destination the relay publishes to (the default included), by the relay's
+   * `destination` metric dimension and a construct-id-safe label.
+   */
+  destinations?: readonly RoutedDestination[] | undefined;
+  /** The construct's EMF metrics, with their `service` dimension (and `destination`, when given). */
   metric(
     name: MetricName,
     source: "relay" | "purge",
-    options: { statistic?: string; period?: Duration },
+    options: { statistic?: string; period?: Duration; destination?: string },
   ): cloudwatch.Metric;
   /**
    * The functions' timeouts: an alarm on their AWS/Lambda metrics, which arrive when an invocation ends, evaluates
@@ -58,6 +70,12 @@ export interface AlarmSubjects {
   /** How often the purge Lambda publishes the backlog gauges. */
   metricsRate: Duration;
   strictOrder: boolean;
+}
+
+export interface RoutedDestination {
+  /** The `destination` dimension's value: `<kind>:<name>`, as the relay writes it. */
+  metricName: string;
+  label: string;
 }
 
 /** One row of the table: an alarm, the metric it reads, and what "no data" means for it. */
@@ -190,7 +208,29 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       // No invocation, no datapoint: RelayNotRunning reports that.
       treatMissingData: NOT_BREACHING,
     },
-    {
+    ...(subjects.destinations ?? []).map((place) => ({
+      key: `publishFailures${place.label}`,
+      id: `${place.label}PublishFailuresAlarm`,
+      description:
+        `${place.metricName} refused the relay's requests or entries in each of the last 5 minutes: access ` +
+        "denied (its policy, its KMS key), deleted, throttling. Its events wait in the outbox and retry while " +
+        "the other destinations keep publishing (an aggregate whose earlier event waits here waits too). " +
+        RUNBOOK,
+      // One alarm per destination instead of the total's: the total would page a second time for the same
+      // outage, without saying where. Written every 10 s, zeros included, once the relay has seen the
+      // destination (observe/metrics.ts).
+      metric: subjects.metric(METRIC.publishFailures, "relay", {
+        statistic: "Sum",
+        period: MINUTE,
+        destination: place.metricName,
+      }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 5,
+      datapointsToAlarm: 5,
+      treatMissingData: NOT_BREACHING,
+    })),
+    (subjects.destinations ?? []).length === 0 && {
       key: "publishFailures",
       id: "PublishFailuresAlarm",
       description:
@@ -331,20 +371,21 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       datapointsToAlarm: 1,
       treatMissingData: NOT_BREACHING,
     },
-    subjects.queue !== undefined && {
-      key: "consumersStalled",
-      id: "ConsumersStalledAlarm",
-      description:
-        "The oldest message in the queue is older than the threshold for 3 minutes: consumers are down, failing " +
-        `before they delete, or too slow. SQS drops messages after the 14-day retention. ${RUNBOOK}`,
-      metric: subjects.queue.metricApproximateAgeOfOldestMessage({ period: MINUTE, statistic: "Maximum" }),
-      threshold: thresholds.queueOldestMessageAgeSeconds ?? 900,
-      comparison: GREATER_THAN_THRESHOLD,
-      evaluationPeriods: 3,
-      datapointsToAlarm: 3,
-      // SQS stops writing the metrics of a queue that has been idle for hours: an empty queue, not a stall.
-      treatMissingData: NOT_BREACHING,
-    },
+    subjects.queue !== undefined &&
+      subjects.queueWatchedByConsumer !== true && {
+        key: "consumersStalled",
+        id: "ConsumersStalledAlarm",
+        description:
+          "The oldest message in the queue is older than the threshold for 3 minutes: consumers are down, failing " +
+          `before they delete, or too slow. SQS drops messages after the 14-day retention. ${RUNBOOK}`,
+        metric: subjects.queue.metricApproximateAgeOfOldestMessage({ period: MINUTE, statistic: "Maximum" }),
+        threshold: thresholds.queueOldestMessageAgeSeconds ?? 900,
+        comparison: GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 3,
+        // SQS stops writing the metrics of a queue that has been idle for hours: an empty queue, not a stall.
+        treatMissingData: NOT_BREACHING,
+      },
     subjects.consumerDeadLetterQueue !== undefined && {
       key: "consumerDeadLetters",
       id: "ConsumerDeadLettersAlarm",
@@ -411,6 +452,44 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       // The rotation runs monthly: silence is the normal state.
       treatMissingData: NOT_BREACHING,
     },
+    (subjects.loginRotationFunctionNames ?? []).length > 0 && {
+      key: "loginRotationErrors",
+      id: "LoginRotationErrorsAlarm",
+      description:
+        "The rotation of the relay's or the purge's login failed (multi-user rotation, the master secret as its " +
+        "superuser): the rotation Lambda cannot reach Secrets Manager or the database, the master secret is wrong, " +
+        "or the clone login could not be made. The login's current password keeps working; the rotation is " +
+        `retried at its next schedule. The rotation Lambda's log (/aws/lambda/<name>) names the step. ${RUNBOOK}`,
+      // Lambda's Errors of the rotation functions, not Secrets Manager's RotationFailed event: that one is a
+      // CloudTrail event, which needs a trail-backed EventBridge rule rather than an alarm of this table, while
+      // Secrets Manager invokes the function once per step and any failed step is an error here. One alarm for
+      // both logins (one failure mode, one page); the description says where to look for which one.
+      metric: new cloudwatch.MathExpression({
+        expression: (subjects.loginRotationFunctionNames ?? []).map((_, i) => `FILL(r${i}, 0)`).join(" + "),
+        usingMetrics: Object.fromEntries(
+          (subjects.loginRotationFunctionNames ?? []).map((name, i) => [
+            `r${i}`,
+            new cloudwatch.Metric({
+              namespace: AWS_METRIC.lambdaNamespace,
+              metricName: AWS_METRIC.lambdaErrors,
+              dimensionsMap: { FunctionName: name },
+              statistic: "Sum",
+              period: FIVE_MINUTES,
+            }),
+          ]),
+        ),
+        period: FIVE_MINUTES,
+        label: "Errors of the login rotation functions",
+      }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      // AWS's application sets the function's timeout, not this construct: the window covers Lambda's longest
+      // (900 s) plus a period, so an error sent at the end of a long step is still inside it.
+      evaluationPeriods: lambdaMetricPeriods(LAMBDA_MAX_TIMEOUT_SECONDS, FIVE_MINUTES.toSeconds()),
+      datapointsToAlarm: 1,
+      // Rotations run monthly: silence is the normal state.
+      treatMissingData: NOT_BREACHING,
+    },
   ];
   return rows.filter((row): row is AlarmRow => row !== false);
 }
@@ -418,6 +497,8 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
 /** What an OutboxConsumer's alarms watch (infra/consumer.ts). */
 export interface ConsumerAlarmSubjects {
   function: lambda.IFunction;
+  /** The function's timeout: its Errors arrive up to that late (lambdaMetricPeriods). */
+  timeout: Duration;
   queue: sqs.IQueue;
   deadLetterQueue?: sqs.IQueue | undefined;
   /** The inbox's InboxRecordsFailed count (EMF, outcomeMetrics.ts) in the function's namespace and service. */
@@ -427,6 +508,8 @@ export interface ConsumerAlarmSubjects {
 
 /** The consumer's rows, the same table shape; the ids are the construct's since it was first released. */
 export function consumerAlarmTable(subjects: ConsumerAlarmSubjects): AlarmRow[] {
+  // At least 3 one-minute periods (2 of 3, as first released), and the timeout plus a period when longer.
+  const errorPeriods = Math.max(3, lambdaMetricPeriods(subjects.timeout.toSeconds(), MINUTE.toSeconds()));
   const rows: (AlarmRow | false)[] = [
     {
       key: "errors",
@@ -434,11 +517,13 @@ export function consumerAlarmTable(subjects: ConsumerAlarmSubjects): AlarmRow[] 
       // A failed record is reported, not thrown: an invocation error means the whole batch failed (the inbox's
       // database unreachable or not answering, a function timeout too short for one record, bad configuration),
       // so every message of it comes back and each such receive counts towards maxReceiveCount.
-      description: "Outbox consumer invocations failed as a whole in 2 of 3 minutes: nothing is applied.",
+      description: `Outbox consumer invocations failed as a whole in 2 of ${errorPeriods} minutes: nothing is applied.`,
       metric: subjects.function.metricErrors({ period: MINUTE, statistic: "Sum" }),
       threshold: 1,
       comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      evaluationPeriods: 3,
+      // Lambda stamps an error with its invocation's start and sends it at the end: the window covers the
+      // function's timeout plus a period, so an error of a long invocation is still inside it when it arrives.
+      evaluationPeriods: errorPeriods,
       datapointsToAlarm: 2,
       treatMissingData: NOT_BREACHING,
     },

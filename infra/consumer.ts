@@ -296,6 +296,7 @@ export class OutboxConsumer extends Construct implements ec2.IConnectable {
       this,
       consumerAlarmTable({
         function: this.function,
+        timeout,
         queue: this.queue,
         deadLetterQueue: this.deadLetterQueue,
         failedRecords: new cloudwatch.Metric({

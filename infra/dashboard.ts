@@ -18,6 +18,10 @@ export function createDashboard(
     subjects.metric(name, "purge", { statistic: "Sum", period: purgeRate });
   const relay = (name: MetricName, statistic = "Sum") =>
     subjects.metric(name, "relay", { statistic, period: Duration.minutes(1) });
+  const perDestination = (name: MetricName, destination: string) =>
+    subjects.metric(name, "relay", { statistic: "Sum", period: Duration.minutes(1), destination }).with({
+      label: destination,
+    });
   const width = 8;
   return new cloudwatch.Dashboard(scope, "Dashboard", {
     defaultInterval: Duration.hours(6),
@@ -97,6 +101,27 @@ export function createDashboard(
             ]),
         new cloudwatch.AlarmStatusWidget({ title: "Alarms", width: 16, alarms }),
       ],
+      // Behind a route table: what each destination took and refused, by the relay's `destination` dimension.
+      ...((subjects.destinations ?? []).length === 0
+        ? []
+        : [
+            [
+              new cloudwatch.GraphWidget({
+                title: "Published per destination per minute",
+                width: 12,
+                left: (subjects.destinations ?? []).map((place) =>
+                  perDestination(METRIC.eventsPublished, place.metricName),
+                ),
+              }),
+              new cloudwatch.GraphWidget({
+                title: "Publish failures per destination per minute",
+                width: 12,
+                left: (subjects.destinations ?? []).map((place) =>
+                  perDestination(METRIC.publishFailures, place.metricName),
+                ),
+              }),
+            ],
+          ]),
     ],
   });
 }

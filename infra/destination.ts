@@ -11,13 +11,11 @@ import {
 } from "../functions/shared/destinations/eventBridge/eventBridge.ts";
 import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "../functions/shared/destinations/sqs/limits.ts";
+import { SQS_DEFAULT_MESSAGE_BYTES, viaService } from "./routes.ts";
 
 export { SQS_MAX_MESSAGE_BYTES };
 
 const { queueUrl, eventBusName: bus, eventSource } = DESTINATION_SETTINGS;
-
-/** What an existing queue most likely has when nobody raised it: the attribute's default. */
-export const SQS_DEFAULT_MESSAGE_BYTES = 262_144;
 
 export interface DestinationProps {
   /** An existing FIFO queue or an EventBridge bus; default: a FIFO queue created here. */
@@ -176,18 +174,7 @@ export function grantRelayPublish(destination: Destination, role: iam.IRole): vo
   // the role's policy, not the key's, so a key from another stack or account needs no change of its own beyond
   // trusting the account's IAM policies (the default key policy does).
   const key = destination.queue.encryptionMasterKey;
-  if (key !== undefined) role.addToPrincipalPolicy(viaSqs(key, destination.queue));
-}
-
-/** GenerateDataKey and Decrypt on a queue's key, for requests SQS makes on the caller's behalf only. */
-function viaSqs(key: kms.IKey, queue: sqs.IQueue): iam.PolicyStatement {
-  return new iam.PolicyStatement({
-    actions: ["kms:GenerateDataKey", "kms:Decrypt"],
-    resources: [key.keyArn],
-    conditions: {
-      StringEquals: { "kms:ViaService": `sqs.${Stack.of(queue).region}.${Stack.of(queue).urlSuffix}` },
-    },
-  });
+  if (key !== undefined) role.addToPrincipalPolicy(viaService(key, "sqs", destination.queue));
 }
 
 /**
@@ -263,7 +250,7 @@ export function restrictSendToRelay(
     );
     // With a customer key, the move decrypts from the DLQ and encrypts into the queue as the caller.
     const key = destination.queue.encryptionMasterKey;
-    if (key !== undefined) operator.addToPrincipalPolicy(viaSqs(key, destination.queue));
+    if (key !== undefined) operator.addToPrincipalPolicy(viaService(key, "sqs", destination.queue));
   }
 }
 

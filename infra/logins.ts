@@ -1,10 +1,12 @@
 import { createHash } from "node:crypto";
-import { type Duration, Validations } from "aws-cdk-lib";
+import { type Duration, RemovalPolicy, Validations } from "aws-cdk-lib";
 import type * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as logs from "aws-cdk-lib/aws-logs";
 import * as rds from "aws-cdk-lib/aws-rds";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct, IDependable } from "constructs";
 import { outboxNames } from "../functions/shared/outbox/names.ts";
+import { secretRotationFunctionName } from "./alarms.ts";
 
 /** The multi-user rotation of the relay's and purge's logins. */
 export interface OutboxLoginRotationProps {
@@ -27,6 +29,8 @@ export interface LoginSecrets {
   purge: secretsmanager.ISecret;
   /** The logins' rotation schedules: each must wait for the migrations resource, which creates the logins. */
   schedules: IDependable[];
+  /** The rotation Lambdas' names (AWS's application names them after the rotation construct): their alarm. */
+  rotationFunctionNames: string[];
 }
 
 /**
@@ -44,11 +48,13 @@ export function loginSecrets(
     vpc: ec2.IVpc;
     table: string;
     rotation: false | OutboxLoginRotationProps;
+    logRetention: logs.RetentionDays;
   },
 ): LoginSecrets {
   const prefix = outboxNames({ table: props.table }).relatedName("");
   const tag = createHash("sha256").update(scope.node.path).digest("hex").slice(0, 8);
   const schedules: IDependable[] = [];
+  const rotationFunctionNames: string[] = [];
   const login = (job: "relay" | "purge") => {
     const id = job === "relay" ? "RelayLogin" : "PurgeLogin";
     const secret = new rds.DatabaseSecret(scope, `${id}Secret`, {
@@ -65,7 +71,7 @@ export function loginSecrets(
       });
     } else {
       const rotation = props.rotation;
-      new secretsmanager.SecretRotation(scope, `${id}Rotation`, {
+      const rotationConstruct = new secretsmanager.SecretRotation(scope, `${id}Rotation`, {
         application: secretsmanager.SecretRotationApplication.POSTGRES_ROTATION_MULTI_USER,
         secret: attached,
         masterSecret: props.master,
@@ -80,11 +86,25 @@ export function loginSecrets(
           ? {}
           : { automaticallyAfter: rotation.automaticallyAfter }),
       });
+      // The application's Lambda would log to /aws/lambda/<its name>, a group Lambda creates on its first run
+      // with no retention. Made here first, with retention, and every schedule (whose creation runs the first
+      // rotation) waits for it. Deleted with the stack, unlike the relay's logs: it holds rotation steps, not
+      // evidence about events, and a retained group of this fixed name would make creating the stack again fail
+      // with "already exists".
+      const functionName = secretRotationFunctionName(rotationConstruct);
+      const group = new logs.LogGroup(scope, `${id}RotationLogs`, {
+        logGroupName: `/aws/lambda/${functionName}`,
+        retention: props.logRetention,
+        removalPolicy: RemovalPolicy.DESTROY,
+      });
+      rotationFunctionNames.push(functionName);
       for (const child of secret.node.findAll()) {
-        if (child instanceof secretsmanager.CfnRotationSchedule) schedules.push(child);
+        if (!(child instanceof secretsmanager.CfnRotationSchedule)) continue;
+        child.node.addDependency(group);
+        schedules.push(child);
       }
     }
     return attached;
   };
-  return { relay: login("relay"), purge: login("purge"), schedules };
+  return { relay: login("relay"), purge: login("purge"), schedules, rotationFunctionNames };
 }

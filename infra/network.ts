@@ -66,39 +66,81 @@ export function denyUnlistedEgress(group: ec2.SecurityGroup): void {
   ]);
 }
 
-/** What withBusEndpoint reads of the database props. */
-export interface BusEndpointProps {
+/** What withServiceEndpoints reads of the database props. */
+export interface ServiceEndpointProps {
   vpc: ec2.IVpc;
   vpcSubnets?: ec2.SubnetSelection | undefined;
   vpcEndpoints?: ec2.IConnectable[] | undefined;
   eventBridgeEndpoint?: ec2.IInterfaceVpcEndpoint | undefined;
+  routeEndpoints?: Partial<Record<EndpointService, ec2.IInterfaceVpcEndpoint>> | undefined;
 }
 
+/** The AWS APIs the relay publishes through, by their interface endpoint service. */
+export type EndpointService = "sqs" | "sns" | "kinesis" | "events";
+
+const ENDPOINT_SERVICES: Record<EndpointService, ec2.InterfaceVpcEndpointAwsService> = {
+  sqs: ec2.InterfaceVpcEndpointAwsService.SQS,
+  sns: ec2.InterfaceVpcEndpointAwsService.SNS,
+  kinesis: ec2.InterfaceVpcEndpointAwsService.KINESIS_STREAMS,
+  events: ec2.InterfaceVpcEndpointAwsService.EVENTBRIDGE,
+};
+
+const ENDPOINT_IDS: Record<EndpointService, string> = {
+  sqs: "SqsEndpoint",
+  sns: "SnsEndpoint",
+  kinesis: "KinesisEndpoint",
+  events: "EventBridgeEndpoint",
+};
+
 /**
- * The interface endpoints the Lambdas' HTTPS goes to. A bus destination behind endpoints needs EventBridge's
- * too: the security group created here has no other HTTPS egress, so without one every PutEvents times out.
+ * The interface endpoints the Lambdas' HTTPS goes to. Behind endpoints, the security group created here has no
+ * other HTTPS egress, so every service the relay publishes to needs its own endpoint, or each request times out:
+ * for each of `services`, the one given (`routeEndpoints`, `eventBridgeEndpoint`, or one of `vpcEndpoints` this
+ * app made for that service), else one created here (private DNS on, open only to the Lambdas). A VPC cannot hold
+ * two endpoints of one service with private DNS, so give yours if the VPC has one already.
  */
-export function withBusEndpoint(
+export function withServiceEndpoints(
   scope: Construct,
-  db: BusEndpointProps,
-  bus: boolean,
+  db: ServiceEndpointProps,
+  services: ReadonlySet<EndpointService>,
 ): ec2.IConnectable[] | undefined {
   const given = db.vpcEndpoints;
-  if (db.eventBridgeEndpoint !== undefined && !bus) {
+  if (db.eventBridgeEndpoint !== undefined && !services.has("events")) {
     throw new Error(
-      "OutboxRelay database.eventBridgeEndpoint applies only to an EventBridge bus destination",
+      "OutboxRelay database.eventBridgeEndpoint applies only to an EventBridge bus destination or route",
     );
   }
-  if (!bus || given === undefined || given.length === 0) return given;
-  const endpoint =
-    db.eventBridgeEndpoint ??
-    new ec2.InterfaceVpcEndpoint(scope, "EventBridgeEndpoint", {
-      vpc: db.vpc,
-      service: ec2.InterfaceVpcEndpointAwsService.EVENTBRIDGE,
-      ...(db.vpcSubnets === undefined ? {} : { subnets: db.vpcSubnets }),
-      privateDnsEnabled: true,
-      // Only the Lambdas' security group is let in (functionSecurityGroups), not the VPC's CIDR.
-      open: false,
-    });
-  return given.includes(endpoint) ? given : [...given, endpoint];
+  for (const service of Object.keys(db.routeEndpoints ?? {}) as EndpointService[]) {
+    if (!services.has(service)) {
+      throw new Error(`OutboxRelay database.routeEndpoints.${service}: no destination uses ${service}`);
+    }
+  }
+  if (given === undefined || given.length === 0) return given;
+  const endpoints = [...given];
+  for (const service of services) {
+    const aws = ENDPOINT_SERVICES[service];
+    const endpoint =
+      db.routeEndpoints?.[service] ??
+      (service === "events" ? db.eventBridgeEndpoint : undefined) ??
+      given.find((one) => isEndpointOf(one, aws)) ??
+      new ec2.InterfaceVpcEndpoint(scope, ENDPOINT_IDS[service], {
+        vpc: db.vpc,
+        service: aws,
+        ...(db.vpcSubnets === undefined ? {} : { subnets: db.vpcSubnets }),
+        privateDnsEnabled: true,
+        // Only the Lambdas' security group is let in (functionSecurityGroups), not the VPC's CIDR.
+        open: false,
+      });
+    if (!endpoints.includes(endpoint)) endpoints.push(endpoint);
+  }
+  return endpoints;
+}
+
+/** Whether `endpoint` is an interface endpoint of this app for `service` (its template names the service). */
+function isEndpointOf(endpoint: ec2.IConnectable, service: ec2.InterfaceVpcEndpointAwsService): boolean {
+  if (!(endpoint instanceof ec2.InterfaceVpcEndpoint)) return false;
+  const cfn = endpoint.node.defaultChild as ec2.CfnVPCEndpoint;
+  // `com.amazonaws.<region>.<short name><suffix>`, the suffix a token (empty but in China's partition).
+  const name = (cfn.serviceName ?? "").replace(/\$\{Token\[[^\]]*\]\}$/, "");
+  return name.endsWith(`.${service.shortName}`);
 }

@@ -14,12 +14,13 @@ import type * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct, Dependable, type IDependable } from "constructs";
 import { DATABASE_SETTINGS, LOGIN_SETTINGS } from "../functions/shared/db/settings.ts";
 import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
+import { DESTINATION_DIMENSION } from "../functions/shared/observe/metrics.ts";
 import { METRICS_SETTINGS } from "../functions/shared/observe/settings.ts";
 import { DEFAULT_TABLE, OUTBOX_LOCATION_SETTINGS } from "../functions/shared/outbox/names.ts";
 import { PURGE_SETTINGS } from "../functions/shared/purge/settings.ts";
 import { RELAY_SETTINGS } from "../functions/shared/relay/settings.ts";
 import { checkIntegerOption } from "../functions/shared/util/env.ts";
-import { createAlarms, type OutboxAlarmThresholds } from "./alarms.ts";
+import { createAlarms, type OutboxAlarmThresholds, type RoutedDestination } from "./alarms.ts";
 import { alarmTopic } from "./alarmTopic.ts";
 import { consumerVisibilityTimeout, OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 import { createDashboard } from "./dashboard.ts";
@@ -41,7 +42,7 @@ import {
 import { type LoginSecrets, loginSecrets, type OutboxLoginsProps } from "./logins.ts";
 import { DEFAULT_MIGRATIONS_DIR, hashMigrations, MIGRATE_TIMEOUT, migrationsResource } from "./migrations.ts";
 import { claimMetricsIdentity, DEFAULT_METRICS_NAMESPACE, defaultServicePrefix } from "./naming.ts";
-import { functionSecurityGroups, withBusEndpoint } from "./network.ts";
+import { type EndpointService, functionSecurityGroups, withServiceEndpoints } from "./network.ts";
 import {
   DEFAULT_BATCH_MAX_BYTES,
   DEFAULT_BUDGET_MARGIN_MS,
@@ -49,8 +50,10 @@ import {
   relayReservedConcurrency,
   relayTiming,
 } from "./relayTiming.ts";
+import { endpointServices, grantRoutes, isBus, type OutboxRoute, resolveRoutes } from "./routes.ts";
 import { dropStaleTicks, purgeRules, relayRule } from "./schedules.ts";
 
+export type { OutboxRoute };
 export { DEFAULT_MIGRATIONS_DIR, hashMigrations, PROJECT_ROOT, SQS_MAX_MESSAGE_BYTES };
 
 export interface OutboxDatabaseProps {
@@ -92,6 +95,12 @@ export interface OutboxDatabaseProps {
    * (two endpoints of one service with private DNS cannot share a VPC).
    */
   readonly eventBridgeEndpoint?: ec2.IInterfaceVpcEndpoint;
+  /**
+   * With `routes` behind `vpcEndpoints`: the interface endpoint of each service the routes publish through (`sqs`,
+   * `sns`, `kinesis`, `events`). Default: one of `vpcEndpoints` this app made for that service, else one created
+   * here (private DNS on, open only to the Lambdas); give yours if the VPC has one already.
+   */
+  readonly routeEndpoints?: Partial<Record<EndpointService, ec2.IInterfaceVpcEndpoint>>;
   /**
    * Logins of their own for the relay and the purge (default on with `cluster` or `instance`, the migrations on,
    * and neither `relaySecret` nor `purgeSecret`): a generated secret each, attached to the database, whose login
@@ -228,7 +237,17 @@ export interface OutboxRelayProps {
   readonly destination?: sqs.IQueue | events.IEventBus;
   /** The same as `destination` with a queue (the older name); set one of the two. */
   readonly queue?: sqs.IQueue;
-  /** With a bus destination: the events' `source`. Default `outbox-relay`; not `aws.`-prefixed. */
+  /**
+   * Where each event goes, by its aggregate and event type: the first route whose `match` takes it (`aggregateType`
+   * and/or `eventType`, each a pattern or a list, `*` a wildcard; a field left out matches every value). Events
+   * no route takes go to `destination` (or `queue`), or, without one, are dead-lettered "no route". Each route's
+   * `destination` is an SQS queue (FIFO or standard), an SNS topic (FIFO or standard), a Kinesis stream or an
+   * EventBridge bus; the relay gets exactly the actions it uses on each (docs/deploy.md, "Routing"). Checked at
+   * synth by the relay's own parser: an unreachable or duplicate route, or a `.fifo` mismatch, fails `cdk synth`
+   * naming `routes[index]`. With routes and no `destination`, no queue is created.
+   */
+  readonly routes?: readonly OutboxRoute[];
+  /** With a bus destination or bus routes: the events' `source`. Default `outbox-relay`; not `aws.`-prefixed. */
   readonly eventSource?: string;
   /** Encrypt the created queues with this key instead of SQS-managed keys (SSE-SQS). */
   readonly queueEncryptionKey?: kms.IKey;
@@ -293,7 +312,7 @@ export interface OutboxRelayProps {
  * dashboard, relayTiming (the arithmetic).
  */
 export class OutboxRelay extends Construct {
-  /** The queue the relay publishes to (undefined with a bus destination). */
+  /** The queue the relay publishes to by default (undefined with a bus, or with routes and no `destination`). */
   readonly queue?: sqs.IQueue;
   /** The bus the relay publishes to (undefined with a queue). */
   readonly eventBus?: events.IEventBus;
@@ -351,28 +370,47 @@ export class OutboxRelay extends Construct {
     if (props.destination !== undefined && props.queue !== undefined) {
       throw new Error("OutboxRelay: set destination or queue, not both");
     }
-    const destination = createDestination(this, {
-      target: props.destination ?? props.queue,
-      eventSource: props.eventSource,
-      queueEncryptionKey: props.queueEncryptionKey,
-      consumerMaxReceiveCount: props.consumerMaxReceiveCount,
-      // With a consumer of ours on it, the queue gets the 6x the consumer's timeout its construct checks for.
-      consumerVisibilityTimeout:
-        props.consumerVisibilityTimeout ??
-        (props.consumer === undefined ? undefined : consumerVisibilityTimeout(props.consumer.timeout)),
-      queueName: props.queueName,
-      removalPolicy,
-    });
-    if (destination.kind === "eventbridge") {
+    const target = props.destination ?? props.queue;
+    const routes =
+      props.routes === undefined ? undefined : resolveRoutes(this, props.routes, props.eventSource);
+    // With routes, the default destination is optional: no queue is created when none is given.
+    const destination =
+      routes !== undefined && target === undefined
+        ? undefined
+        : createDestination(this, {
+            target,
+            // A bus route takes the source too; a default that is no bus then ignores it.
+            eventSource:
+              routes !== undefined && !(target !== undefined && isBus(target))
+                ? undefined
+                : props.eventSource,
+            queueEncryptionKey: props.queueEncryptionKey,
+            consumerMaxReceiveCount: props.consumerMaxReceiveCount,
+            // With a consumer of ours on it, the queue gets the 6x the consumer's timeout its construct checks for.
+            consumerVisibilityTimeout:
+              props.consumerVisibilityTimeout ??
+              (props.consumer === undefined ? undefined : consumerVisibilityTimeout(props.consumer.timeout)),
+            queueName: props.queueName,
+            removalPolicy,
+          });
+    if (routes !== undefined && props.eventSource !== undefined) {
+      if (
+        destination?.kind !== "eventbridge" &&
+        !routes.places.some((place) => place.kind === "eventbridge")
+      ) {
+        throw new Error("OutboxRelay: eventSource applies only to an EventBridge bus destination or route");
+      }
+    }
+    if (destination?.kind === "eventbridge") {
       this.eventBus = destination.eventBus;
-    } else {
+    } else if (destination !== undefined) {
       this.queue = destination.queue;
       if (destination.consumerDeadLetterQueue !== undefined) {
         this.consumerDeadLetterQueue = destination.consumerDeadLetterQueue;
       }
     }
 
-    const vpcEndpoints = withBusEndpoint(this, db, destination.kind === "eventbridge");
+    const vpcEndpoints = withServiceEndpoints(this, db, endpointServices(destination?.kind, routes));
     this.securityGroups = functionSecurityGroups(this, {
       ...db,
       vpcEndpoints,
@@ -462,10 +500,15 @@ export class OutboxRelay extends Construct {
       ...(tuning.publishTimeoutMs === undefined ? {} : { publishTimeoutMs: tuning.publishTimeoutMs }),
       ...(tuning.statementTimeoutMs === undefined ? {} : { statementTimeoutMs: tuning.statementTimeoutMs }),
     });
-    if (destination.kind === "eventbridge" && tuning.maxMessageBytes !== undefined) {
-      throw new Error("OutboxRelay relay.maxMessageBytes applies only to a queue: a bus's limit is fixed");
+    if (destination?.kind !== "sqs-fifo" && tuning.maxMessageBytes !== undefined) {
+      throw new Error(
+        "OutboxRelay relay.maxMessageBytes applies only to a queue destination (the default): a bus's limit is " +
+          "fixed, and a route's queue is read from its template (else the attribute's default, 262,144)",
+      );
     }
-    const maxMessageBytes = tuning.maxMessageBytes ?? destination.defaultMaxMessageBytes;
+    const maxMessageBytes = tuning.maxMessageBytes ?? destination?.defaultMaxMessageBytes ?? 0;
+    // The memory holds rounds of the largest message any destination takes.
+    const largestMessageBytes = Math.max(maxMessageBytes, routes?.maxMessageBytes ?? 0);
     const R = RELAY_SETTINGS;
     const batchMaxBytes = tuning.batchMaxBytes ?? DEFAULT_BATCH_MAX_BYTES;
     const parallelRounds = tuning.parallelRounds ?? R.parallelRounds.default;
@@ -475,7 +518,7 @@ export class OutboxRelay extends Construct {
     checkIntegerOption(
       "OutboxRelay relay.batchMaxBytes",
       batchMaxBytes,
-      maxMessageBytes,
+      largestMessageBytes,
       R.batchMaxBytes.max,
     );
     if (tuning.idlePollMaxMs !== undefined) {
@@ -486,7 +529,7 @@ export class OutboxRelay extends Construct {
       batchMaxBytes,
       parallelRounds,
       batchSize: tuning.batchSize ?? R.batchSize.default,
-      maxMessageBytes,
+      maxMessageBytes: largestMessageBytes,
       ...(tuning.targetEventsPerSecond === undefined
         ? {}
         : { targetEventsPerSecond: tuning.targetEventsPerSecond }),
@@ -500,7 +543,8 @@ export class OutboxRelay extends Construct {
     }
     const relayEnv: Record<string, string> = {
       ...this.#databaseEnv(relaySecret),
-      ...destination.environment,
+      ...destination?.environment,
+      ...(routes === undefined ? {} : { [DESTINATION_SETTINGS.routes.env]: routes.json }),
       ...environmentOf("OutboxRelay", [
         // Always written, though dwell is the handler's default too: the derived values below assume it.
         ["relay.mode", R.mode, tuning.mode ?? R.mode.default],
@@ -511,7 +555,7 @@ export class OutboxRelay extends Construct {
         [
           "relay.maxMessageBytes",
           DESTINATION_SETTINGS.maxMessageBytes,
-          destination.kind === "sqs-fifo" ? maxMessageBytes : undefined,
+          destination?.kind === "sqs-fifo" ? maxMessageBytes : undefined,
         ],
         // Always set: the memory below is derived from it.
         ["relay.batchMaxBytes", R.batchMaxBytes, batchMaxBytes],
@@ -534,8 +578,15 @@ export class OutboxRelay extends Construct {
 
     const { role: relayRole, logGroup: relayLogs } = executionRole(this, "Relay", placement);
     grantSecretRead(this, relayRole, relaySecret);
-    grantRelayPublish(destination, relayRole);
+    if (destination !== undefined) grantRelayPublish(destination, relayRole);
+    if (routes !== undefined) grantRoutes(routes.places, relayRole);
     if (props.restrictSendToRelay === true) {
+      if (destination === undefined) {
+        throw new Error(
+          "OutboxRelay: restrictSendToRelay needs the queue created by the construct; with routes and no " +
+            "destination there is none (add the Deny statement to each route's queue policy, docs/deploy.md)",
+        );
+      }
       restrictSendToRelay(destination, relayRole, props.redriveRoles);
     } else if (props.redriveRoles !== undefined && props.redriveRoles.length > 0) {
       throw new Error(
@@ -546,9 +597,11 @@ export class OutboxRelay extends Construct {
     this.relayFunction = outboxFunction(this, "Relay", placement, {
       code: "relay",
       description:
-        destination.kind === "eventbridge"
-          ? "Outbox relay: publishes committed outbox rows to an EventBridge bus, each aggregate's in order"
-          : "Outbox relay: publishes committed outbox rows to SQS FIFO in per-aggregate order",
+        routes !== undefined
+          ? "Outbox relay: publishes committed outbox rows where their routes say, each aggregate's in order"
+          : destination?.kind === "eventbridge"
+            ? "Outbox relay: publishes committed outbox rows to an EventBridge bus, each aggregate's in order"
+            : "Outbox relay: publishes committed outbox rows to SQS FIFO in per-aggregate order",
       role: relayRole,
       logGroup: relayLogs,
       timeout: Duration.seconds(timing.timeoutSeconds),
@@ -645,8 +698,20 @@ export class OutboxRelay extends Construct {
       purgeRule: this.purgeRule,
       metricsRule: this.metricsRule,
       queue: this.queue,
+      queueWatchedByConsumer: props.consumer !== undefined,
       consumerDeadLetterQueue: this.consumerDeadLetterQueue,
       rotationFunctionName: db.rotationFunctionName,
+      loginRotationFunctionNames: logins?.rotationFunctionNames ?? [],
+      destinations:
+        routes === undefined
+          ? undefined
+          : [
+              ...routes.places,
+              // The default once: a route to the same queue or bus is already its line.
+              ...defaultPlace(this.queue, this.eventBus).filter(
+                () => !routes.places.some((place) => place.target === (this.queue ?? this.eventBus)),
+              ),
+            ],
       metric: this.metric.bind(this),
       relayTimeout: Duration.seconds(timing.timeoutSeconds),
       purgeTimeout: purgeTimeout,
@@ -673,9 +738,13 @@ export class OutboxRelay extends Construct {
         );
       }
       // The created dead-letter queue already has its alarm above.
+      // Its oldest-message alarm is the queue's only one (ConsumersStalled is left out): one page per stall, at
+      // the relay's threshold unless the consumer sets its own.
+      const threshold = props.consumer.oldestMessageAgeSeconds ?? alarmProps.queueOldestMessageAgeSeconds;
       this.consumer = new OutboxConsumer(this, "Consumer", {
         alarmTopic: this.alarmTopic,
         ...props.consumer,
+        ...(threshold === undefined ? {} : { oldestMessageAgeSeconds: threshold }),
         queue: this.queue,
       });
     }
@@ -702,12 +771,17 @@ export class OutboxRelay extends Construct {
   metric(
     metricName: string,
     source: "relay" | "purge",
-    options: { statistic?: string; period?: Duration } = {},
+    options: { statistic?: string; period?: Duration; destination?: string } = {},
   ): cloudwatch.Metric {
+    const service = source === "relay" ? this.relayServiceName : this.purgeServiceName;
     return new cloudwatch.Metric({
       namespace: this.metricsNamespace,
       metricName,
-      dimensionsMap: { service: source === "relay" ? this.relayServiceName : this.purgeServiceName },
+      // Behind a route table the relay also writes some figures per destination (observe/metrics.ts).
+      dimensionsMap: {
+        service,
+        ...(options.destination === undefined ? {} : { [DESTINATION_DIMENSION]: options.destination }),
+      },
       statistic: options.statistic ?? "Sum",
       period: options.period ?? Duration.minutes(1),
     });
@@ -741,6 +815,7 @@ export class OutboxRelay extends Construct {
       vpc: db.vpc,
       table: props.outboxTable ?? DEFAULT_TABLE,
       rotation: options.rotation ?? {},
+      logRetention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
     });
   }
 
@@ -765,6 +840,13 @@ export class OutboxRelay extends Construct {
       [METRICS_SETTINGS.namespace.env]: this.metricsNamespace,
     };
   }
+}
+
+/** The default destination behind a route table, as the relay names it in its `destination` dimension. */
+function defaultPlace(queue: sqs.IQueue | undefined, bus: events.IEventBus | undefined): RoutedDestination[] {
+  if (queue !== undefined) return [{ metricName: `sqs-fifo:${queue.queueName}`, label: "Default" }];
+  if (bus !== undefined) return [{ metricName: `eventbridge:${bus.eventBusName}`, label: "Default" }];
+  return [];
 }
 
 function wholeMinutes(duration: Duration, name: string): Duration {

@@ -41,6 +41,22 @@ function consumer(
 }
 
 describe("OutboxConsumer", () => {
+  it("evaluates its Errors alarm over the function's timeout plus a period (Lambda sends Errors at the end)", () => {
+    const errors = (template: Template) =>
+      Object.values(
+        template.findResources("AWS::CloudWatch::Alarm", { Properties: { MetricName: "Errors" } }),
+      );
+    const [short] = errors(consumer().template);
+    expect(short?.Properties).toMatchObject({ Period: 60, EvaluationPeriods: 3, DatapointsToAlarm: 2 });
+    // 300 s timeout: ceil(300 / 60) + 1 = 6 one-minute periods (its queue needs 6 x 300 s of visibility).
+    const { template } = consumer((stack) => ({
+      timeout: Duration.seconds(300),
+      queue: new sqs.Queue(stack, "SlowQueue", { visibilityTimeout: Duration.seconds(1800) }),
+    }));
+    const [long] = errors(template);
+    expect(long?.Properties).toMatchObject({ Period: 60, EvaluationPeriods: 6, DatapointsToAlarm: 2 });
+  });
+
   it("maps the queue to the function with partial batch failures, batch size and a concurrency cap", () => {
     const { template } = consumer({ batchSize: 5, maxConcurrency: 3 });
     template.resourceCountIs("AWS::Lambda::EventSourceMapping", 1);
@@ -228,16 +244,22 @@ describe("OutboxConsumer", () => {
 });
 
 describe("OutboxRelay's consumer prop", () => {
-  it("creates the consumer on the relay's queue, without a second alarm on the relay's dead-letter queue", () => {
-    const app = newApp();
-    const stack = new Stack(app, "Outbox");
+  /** The relay with a consumer on its created queue, in a stack of its own. */
+  function relayWithConsumer(props: Partial<ConstructorParameters<typeof OutboxRelay>[2]>) {
+    const stack = new Stack(newApp(), "Outbox");
     const { vpc, secret } = importedNetwork(stack);
     const relay = new OutboxRelay(stack, "Outbox", {
       database: { secret, vpc },
       migrations: false,
+      ...props,
+    });
+    return { stack, relay, template: Template.fromStack(stack) };
+  }
+
+  it("creates the consumer on the relay's queue, without a second alarm on the relay's dead-letter queue", () => {
+    const { stack, relay, template } = relayWithConsumer({
       consumer: { entry: ENTRY, projectRoot: PROJECT_ROOT, batchSize: 1 },
     });
-    const template = Template.fromStack(stack);
     const queueId = stack.getLogicalId(relay.queue?.node.defaultChild as sqs.CfnQueue);
     template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
       BatchSize: 1,
@@ -247,5 +269,26 @@ describe("OutboxRelay's consumer prop", () => {
     template.hasResourceProperties("AWS::SQS::Queue", { FifoQueue: true, VisibilityTimeout: 180 });
     expect(relay.consumer?.alarms.deadLetters).toBeUndefined();
     expect(relay.alarms.consumerDeadLetters).toBeDefined();
+  });
+
+  it("pages once for a stalled queue: the consumer's oldest-message alarm, at the relay's threshold", () => {
+    const { stack, relay, template } = relayWithConsumer({
+      alarms: { queueOldestMessageAgeSeconds: 600 },
+      consumer: { entry: ENTRY, projectRoot: PROJECT_ROOT },
+    });
+    const queueName = {
+      "Fn::GetAtt": [stack.getLogicalId(relay.queue?.node.defaultChild as sqs.CfnQueue), "QueueName"],
+    };
+    const ageAlarms = template.findResources("AWS::CloudWatch::Alarm", {
+      Properties: {
+        MetricName: "ApproximateAgeOfOldestMessage",
+        Dimensions: [{ Name: "QueueName", Value: queueName }],
+      },
+    });
+    expect(Object.keys(ageAlarms).map((id) => id.replace(/[0-9A-F]{8}$/, ""))).toEqual([
+      "OutboxConsumerOldestMessageAgeAlarm",
+    ]);
+    expect(Object.values(ageAlarms)[0]?.Properties.Threshold).toBe(600);
+    expect(relay.alarms.consumersStalled).toBeUndefined();
   });
 });

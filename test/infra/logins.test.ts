@@ -86,6 +86,40 @@ describe("the relay's and the purge's logins", () => {
     );
   });
 
+  it("give each rotation Lambda a log group with retention before its first rotation, and one alarm for both", () => {
+    const loginApps = ofType(all, "AWS::Serverless::Application")
+      .map(([, r]) => r.Properties?.Parameters as Record<string, unknown>)
+      .filter((parameters) => "masterSecretArn" in parameters);
+    const names = loginApps.map((parameters) => parameters.functionName as string);
+    expect(names).toHaveLength(2);
+    const groups = ofType(all, "AWS::Logs::LogGroup").filter(([id]) => /LoginRotationLogs/.test(id));
+    expect(groups.map(([, g]) => g.Properties?.LogGroupName).sort()).toEqual(
+      names.map((name) => `/aws/lambda/${name}`).sort(),
+    );
+    for (const [, group] of groups) expect(group.Properties?.RetentionInDays).toBe(30);
+    // The schedule's creation runs the first rotation: Lambda must find the group already there.
+    const schedules = ofType(all, "AWS::SecretsManager::RotationSchedule").filter(([id]) =>
+      /LoginSecret/.test(id),
+    );
+    for (const [id, schedule] of schedules) {
+      const job = id.includes("Relay") ? "Relay" : "Purge";
+      const group = groups.find(([groupId]) => groupId.includes(job))?.[0];
+      expect(schedule.DependsOn, id).toContain(group);
+    }
+    const [alarm, ...more] = ofType(all, "AWS::CloudWatch::Alarm").filter(([id]) =>
+      /LoginRotationErrorsAlarm/.test(id),
+    );
+    expect(more).toHaveLength(0);
+    const metrics = (alarm?.[1].Properties?.Metrics ?? []) as {
+      MetricStat?: { Metric: { MetricName: string; Dimensions: { Value: unknown }[] }; Period: number };
+    }[];
+    const watched = metrics.flatMap((m) => (m.MetricStat === undefined ? [] : [m.MetricStat]));
+    expect(watched.map((stat) => stat.Metric.Dimensions[0]?.Value).sort()).toEqual([...names].sort());
+    expect(watched.every((stat) => stat.Metric.MetricName === "Errors" && stat.Period === 300)).toBe(true);
+    // 4 x 5 minutes: Lambda's longest timeout (the application's own is not known here) plus a period.
+    expect(alarm?.[1].Properties).toMatchObject({ EvaluationPeriods: 4, DatapointsToAlarm: 1, Threshold: 1 });
+  });
+
   it("pass cdk-nag, with rotation and without", () => {
     expect(nagFindings(stack)).toEqual([]);
     expect(nagFindings(example({ secretRotation: "false" }).stack)).toEqual([]);

@@ -639,6 +639,16 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           TreatMissingData: "notBreaching",
         },
       ],
+      [
+        "OutboxLoginRotationErrorsAlarm",
+        {
+          Metrics: Match.arrayWith([Match.objectLike({ Expression: "FILL(r0, 0) + FILL(r1, 0)" })]),
+          Threshold: 1,
+          EvaluationPeriods: 4,
+          DatapointsToAlarm: 1,
+          TreatMissingData: "notBreaching",
+        },
+      ],
     ];
     const alarms = template.findResources("AWS::CloudWatch::Alarm");
     for (const [prefix, expected] of table) {
@@ -695,6 +705,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
         "OutboxRelayErrorsAlarm",
         "OutboxRelayThrottlesAlarm",
         "OutboxSecretRotationErrorsAlarm",
+        "OutboxLoginRotationErrorsAlarm",
       ]),
     );
     // The heartbeat and the stall are the relay's own metrics, stamped while it runs, not Lambda's.

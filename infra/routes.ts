@@ -1,0 +1,272 @@
+import { Stack, Token } from "aws-cdk-lib";
+import type * as events from "aws-cdk-lib/aws-events";
+import * as iam from "aws-cdk-lib/aws-iam";
+import type * as kinesis from "aws-cdk-lib/aws-kinesis";
+import type * as kms from "aws-cdk-lib/aws-kms";
+import type * as sns from "aws-cdk-lib/aws-sns";
+import * as sqs from "aws-cdk-lib/aws-sqs";
+import type { IConstruct } from "constructs";
+import { EVENTBRIDGE_MAX_REQUEST_BYTES } from "../functions/shared/destinations/eventBridge/eventBridge.ts";
+import { KINESIS_MAX_RECORD_BYTES } from "../functions/shared/destinations/kinesis/kinesis.ts";
+import { parseRoutes } from "../functions/shared/destinations/routing/routes.ts";
+import { SNS_MAX_MESSAGE_BYTES } from "../functions/shared/destinations/sns/sns.ts";
+import type { TargetSetting } from "../functions/shared/destinations/targets.ts";
+import type { EndpointService } from "./network.ts";
+
+/** What a route can publish to: a queue (FIFO or standard), a topic (FIFO or standard), a stream or a bus. */
+export type RouteDestination = sqs.IQueue | sns.ITopic | kinesis.IStream | events.IEventBus;
+
+/** A pattern (`*` matches any run of characters) or a list of them; left out, every value matches. */
+export type RoutePattern = string | readonly string[];
+
+export interface OutboxRoute {
+  readonly match: { readonly aggregateType?: RoutePattern; readonly eventType?: RoutePattern };
+  readonly destination: RouteDestination;
+}
+
+/** One distinct place the routes publish to, as the construct grants, alarms and graphs it. */
+export interface RoutedPlace {
+  target: RouteDestination;
+  kind: TargetSetting["kind"];
+  service: EndpointService;
+  /**
+   * The relay's `destination` metric dimension for it, `<kind>:<name>` (targetName in
+   * functions/shared/destinations/targets.ts), with the name as a token when CloudFormation makes it.
+   */
+  metricName: string;
+  /** A construct-id-safe label for its alarms: the target's own construct id. */
+  label: string;
+}
+
+export interface ResolvedRoutes {
+  /** OUTBOX_ROUTES: the JSON the relay parses, tokens (a created queue's URL) resolved by CloudFormation. */
+  json: string;
+  /** Each distinct destination once, in order of first use. */
+  places: RoutedPlace[];
+  /** The largest message any route's destination takes: what the relay's memory is sized for. */
+  maxMessageBytes: number;
+}
+
+/** What an existing queue most likely has when nobody raised it: the MaximumMessageSize attribute's default. */
+export const SQS_DEFAULT_MESSAGE_BYTES = 262_144;
+/**
+ * Lambda limits all of a function's environment variables together to 4 KB (Lambda developer guide, "Lambda
+ * quotas"); the relay's other variables take under 1 KB (about 700 bytes with ARNs of typical length), so the
+ * table may have 3 KB.
+ */
+const ROUTES_MAX_BYTES = 3072;
+
+/**
+ * The `routes` prop as the relay's OUTBOX_ROUTES, checked at synth by the relay's own parser
+ * (routing/routes.ts), so `cdk synth` and the relay's cold start refuse the same tables with the same words:
+ * an unreachable or duplicate route, a FIFO queue or topic that is not `.fifo` (or the reverse), a malformed
+ * pattern. Names a CloudFormation makes (a queue created in this app) are unknown at synth: the check then sees a
+ * placeholder of the same kind (a `.fifo` name for a FIFO one), so the route's shape is checked, and the relay's
+ * cold start checks the real one.
+ */
+export function resolveRoutes(
+  scope: IConstruct,
+  routes: readonly OutboxRoute[],
+  eventSource: string | undefined,
+): ResolvedRoutes {
+  const stack = Stack.of(scope);
+  const wire: Record<string, unknown>[] = [];
+  const probe: Record<string, unknown>[] = [];
+  const places: RoutedPlace[] = [];
+  let maxMessageBytes = 0;
+  routes.forEach((route, index) => {
+    const place = describe(route.destination);
+    const destination = destinationJson(route.destination, place.kind, eventSource);
+    const match = matchJson(route.match);
+    wire.push({ match, destination });
+    probe.push({ match, destination: placeholder(destination, index) });
+    if (!places.some((known) => known.target === route.destination)) places.push(place);
+    maxMessageBytes = Math.max(maxMessageBytes, messageBytes(route.destination, place.kind));
+  });
+  const probeJson = JSON.stringify(probe);
+  try {
+    parseRoutes(probeJson, "routes");
+  } catch (error) {
+    throw new Error(`OutboxRelay ${(error as Error).message}`, { cause: error });
+  }
+  if (probeJson.length > ROUTES_MAX_BYTES) {
+    throw new Error(
+      `OutboxRelay routes: OUTBOX_ROUTES would take at least ${probeJson.length} bytes, over the ${ROUTES_MAX_BYTES} ` +
+        "the relay's environment has room for (Lambda allows 4 KB for all its variables); merge routes (a " +
+        "pattern list matches several types) or split the outbox",
+    );
+  }
+  labelUniquely(places);
+  return { json: stack.toJsonString(wire), places, maxMessageBytes };
+}
+
+function describe(target: RouteDestination): RoutedPlace {
+  const label = target.node.id.replace(/[^A-Za-z0-9]/g, "");
+  if (isBus(target)) {
+    return {
+      target,
+      kind: "eventbridge",
+      service: "events",
+      metricName: `eventbridge:${target.eventBusName}`,
+      label,
+    };
+  }
+  if (isStream(target)) {
+    return { target, kind: "kinesis", service: "kinesis", metricName: `kinesis:${target.streamName}`, label };
+  }
+  if (isTopic(target)) {
+    const kind = target.fifo ? "sns-fifo" : "sns";
+    return { target, kind, service: "sns", metricName: `${kind}:${target.topicName}`, label };
+  }
+  const kind = target.fifo ? "sqs-fifo" : "sqs";
+  return { target, kind, service: "sqs", metricName: `${kind}:${target.queueName}`, label };
+}
+
+function destinationJson(
+  target: RouteDestination,
+  kind: TargetSetting["kind"],
+  eventSource: string | undefined,
+): Record<string, unknown> {
+  if (isBus(target)) {
+    // The ARN, not the name: it also names a bus in another account.
+    return {
+      kind,
+      busName: target.eventBusArn,
+      ...(eventSource === undefined ? {} : { source: eventSource }),
+    };
+  }
+  if (isStream(target)) return { kind, streamArn: target.streamArn };
+  if (isTopic(target)) return { kind, topicArn: target.topicArn };
+  return { kind, queueUrl: target.queueUrl, maxMessageBytes: queueMessageBytes(target) };
+}
+
+/** The route's destination with each name CloudFormation makes replaced by a well-formed one of its kind. */
+function placeholder(destination: Record<string, unknown>, index: number): Record<string, unknown> {
+  const suffix = String(destination.kind).endsWith("-fifo") ? ".fifo" : "";
+  const name = `route${index}${suffix}`;
+  const stand: Record<string, string> = {
+    queueUrl: `https://sqs.us-east-1.amazonaws.com/123456789012/${name}`,
+    topicArn: `arn:aws:sns:us-east-1:123456789012:${name}`,
+    streamArn: `arn:aws:kinesis:us-east-1:123456789012:stream/${name}`,
+    busName: `arn:aws:events:us-east-1:123456789012:event-bus/${name}`,
+  };
+  return Object.fromEntries(
+    Object.entries(destination).map(([field, value]) => [
+      field,
+      typeof value === "string" && Token.isUnresolved(value) ? (stand[field] ?? value) : value,
+    ]),
+  );
+}
+
+function matchJson(match: OutboxRoute["match"]): Record<string, unknown> {
+  const json: Record<string, unknown> = {};
+  if (match.aggregateType !== undefined) json.aggregateType = match.aggregateType;
+  if (match.eventType !== undefined) json.eventType = match.eventType;
+  return json;
+}
+
+/** A queue of this app shows its MaximumMessageSize in its template; otherwise the attribute's default. */
+function queueMessageBytes(queue: sqs.IQueue): number {
+  const cfn = queue.node.defaultChild;
+  const size = cfn instanceof sqs.CfnQueue ? cfn.maximumMessageSize : undefined;
+  return typeof size === "number" && !Token.isUnresolved(size) ? size : SQS_DEFAULT_MESSAGE_BYTES;
+}
+
+function messageBytes(target: RouteDestination, kind: TargetSetting["kind"]): number {
+  if (kind === "eventbridge") return EVENTBRIDGE_MAX_REQUEST_BYTES;
+  if (kind === "kinesis") return KINESIS_MAX_RECORD_BYTES;
+  if (kind === "sns" || kind === "sns-fifo") return SNS_MAX_MESSAGE_BYTES;
+  return queueMessageBytes(target as sqs.IQueue);
+}
+
+/** Two destinations with the same construct id (in different scopes) get their index appended. */
+function labelUniquely(places: RoutedPlace[]): void {
+  const seen = new Set<string>();
+  places.forEach((place, index) => {
+    if (seen.has(place.label) || place.label === "") place.label = `${place.label}${index}`;
+    seen.add(place.label);
+  });
+}
+
+/**
+ * What the relay may do on each routed destination, nothing more: SendMessage (which authorizes
+ * SendMessageBatch) and GetQueueAttributes (the cold-start check) per queue; Publish (which authorizes
+ * PublishBatch) and GetTopicAttributes per topic; PutRecords and DescribeStreamSummary per stream; PutEvents per
+ * bus. A customer-managed key is usable only through its service (kms:ViaService): SQS and SNS encrypt with the
+ * caller's GenerateDataKey and Decrypt (SQS and SNS developer guides, "Key management"), Kinesis producers need
+ * GenerateDataKey (Kinesis developer guide, "Permissions to use user-generated KMS keys"). An EventBridge bus
+ * with a customer key is authorized by the key's policy for EventBridge, not by the caller's role.
+ */
+export function grantRoutes(places: readonly RoutedPlace[], role: iam.IRole): void {
+  for (const { target } of places) {
+    if (isBus(target)) {
+      allow(role, ["events:PutEvents"], target.eventBusArn);
+    } else if (isStream(target)) {
+      allow(role, ["kinesis:PutRecords", "kinesis:DescribeStreamSummary"], target.streamArn);
+      if (target.encryptionKey !== undefined) {
+        role.addToPrincipalPolicy(
+          viaService(target.encryptionKey, "kinesis", target, ["kms:GenerateDataKey"]),
+        );
+      }
+    } else if (isTopic(target)) {
+      allow(role, ["sns:Publish", "sns:GetTopicAttributes"], target.topicArn);
+      if (target.masterKey !== undefined)
+        role.addToPrincipalPolicy(viaService(target.masterKey, "sns", target));
+    } else {
+      allow(role, ["sqs:SendMessage", "sqs:GetQueueAttributes"], target.queueArn);
+      const key = target.encryptionMasterKey;
+      if (key !== undefined) role.addToPrincipalPolicy(viaService(key, "sqs", target));
+    }
+  }
+}
+
+function allow(role: iam.IRole, actions: string[], resource: string): void {
+  role.addToPrincipalPolicy(new iam.PolicyStatement({ actions, resources: [resource] }));
+}
+
+/**
+ * The key's data-key actions for requests its service makes on the caller's behalf only: the role cannot use
+ * the key directly, for anything else it protects. In the role's policy, not the key's, so a key from another
+ * stack or account needs no change beyond trusting the account's IAM policies (the default key policy does).
+ */
+export function viaService(
+  key: kms.IKey,
+  service: EndpointService,
+  resource: IConstruct,
+  actions: string[] = ["kms:GenerateDataKey", "kms:Decrypt"],
+): iam.PolicyStatement {
+  const { region, urlSuffix } = Stack.of(resource);
+  return new iam.PolicyStatement({
+    actions,
+    resources: [key.keyArn],
+    conditions: { StringEquals: { "kms:ViaService": `${service}.${region}.${urlSuffix}` } },
+  });
+}
+
+/**
+ * The services whose interface endpoint the relay needs (withServiceEndpoints): each route's, and a default bus's.
+ * Not a default queue's: its SQS endpoint is one of `vpcEndpoints` (the construct has always asked for it), and
+ * it serves the queue routes too.
+ */
+export function endpointServices(
+  defaultKind: "sqs-fifo" | "eventbridge" | undefined,
+  routes: ResolvedRoutes | undefined,
+): Set<EndpointService> {
+  const services = new Set<EndpointService>(defaultKind === "eventbridge" ? ["events"] : []);
+  for (const place of routes?.places ?? []) {
+    if (!(place.service === "sqs" && defaultKind === "sqs-fifo")) services.add(place.service);
+  }
+  return services;
+}
+
+export function isBus(target: RouteDestination): target is events.IEventBus {
+  return "eventBusArn" in target;
+}
+
+function isStream(target: RouteDestination): target is kinesis.IStream {
+  return "streamArn" in target;
+}
+
+function isTopic(target: RouteDestination): target is sns.ITopic {
+  return "topicArn" in target;
+}
