@@ -39,7 +39,7 @@ if (values.only === undefined) {
     const kb = (bytes: number) => `${Math.round(bytes / 1024)} KiB`;
     // stderr: this runs in `prepack`, and `npm pack --json` / `npm publish --json` own stdout.
     console.error(
-      `${relative(process.cwd(), lambda.dir)}: index.mjs ${kb(lambda.bytes)}, map ${kb(lambda.sourceMapBytes)}`,
+      `${relative(process.cwd(), lambda.dir)}: index.mjs ${kb(lambda.bytes)}`,
     );
   }
 }
