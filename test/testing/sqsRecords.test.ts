@@ -1,7 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { createInboxHandler, type InboxRecordHandler } from "../../functions/shared/consumer/index.ts";
 import { type EnqueuedEvent, enqueue } from "../../functions/shared/produce/enqueue.ts";
-import { sqsEventOf, sqsRecordFromMessage, sqsRecordOf } from "../../functions/shared/testing/index.ts";
+import {
+  eventBridgeRecordOf,
+  sqsEventOf,
+  sqsRecordFromMessage,
+  sqsRecordOf,
+} from "../../functions/shared/testing/index.ts";
 import {
   CONSUMER_SCHEMA,
   createConsumerTables,
@@ -80,5 +85,35 @@ describe("aws-outbox-relay/testing", () => {
     // A redelivery (receive count 2) of the same event is a duplicate: applied once.
     await handler(sqsEventOf(sqsRecordOf(rows[0], { receiveCount: 2 })), context);
     expect(await effects(db.pool)).toHaveLength(2);
+  });
+
+  it("builds the EventBridge delivery of an event, which the inbox applies with the bus's source as its origin", async () => {
+    await createConsumerTables(db.pool);
+    const [written] = await enqueueCommitted(db.pool, [
+      anEvent({
+        aggregateId: "order-h5",
+        headers: { tenant: "t-2" },
+        payload: { total: 4200 },
+      }),
+    ]);
+    const { rows } = await db.pool.query("select * from outbox_events where id = $1", [written?.id]);
+    const seen: { origin: string; headers: Record<string, string>; payload: unknown }[] = [];
+    const handler = createInboxHandler(
+      async (event, session) => {
+        seen.push({ origin: event.origin, headers: event.headers, payload: event.payload });
+        await writeEffect(event, session);
+      },
+      { pool: db.pool, schema: CONSUMER_SCHEMA },
+    );
+
+    const record = eventBridgeRecordOf(rows[0], { source: "orders-service" });
+    const result = await handler(sqsEventOf(record), context);
+
+    expect(record.messageAttributes).toEqual({});
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(await effects(db.pool)).toContain(written?.id);
+    expect(seen).toEqual([
+      { origin: "orders-service", headers: { tenant: "t-2" }, payload: { total: 4200 } },
+    ]);
   });
 });

@@ -2,6 +2,8 @@
 export {
   DEFAULT_TEST_QUEUE_ARN,
   type EnqueuedEventLike,
+  type EventBridgeRecordOptions,
+  eventBridgeRecordOf,
   type OutboxRowLike,
   type ReceivedSqsMessage,
   type SqsRecordOptions,

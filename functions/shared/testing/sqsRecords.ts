@@ -1,4 +1,6 @@
 import type { SqsEvent, SqsMessageAttribute, SqsRecord } from "../consumer/sqsEvent.ts";
+import type { LoadedRow } from "../destinations/destination.ts";
+import { detailEnvelope, stringHeaders } from "../destinations/envelope.ts";
 import { sqsMessage } from "../destinations/sqs/sqsMessage.ts";
 
 /**
@@ -55,22 +57,8 @@ export function sqsRecordOf(
   event: OutboxRowLike | EnqueuedEventLike,
   options: SqsRecordOptions = {},
 ): SqsRecord {
-  const row = "aggregate_id" in event ? event : rowOfEnqueued(event, options.createdAt ?? new Date());
-  const message = sqsMessage(
-    {
-      id: row.id,
-      seq: String(row.seq),
-      aggregate_type: row.aggregate_type,
-      aggregate_id: row.aggregate_id,
-      event_type: row.event_type,
-      created_at: row.created_at,
-      payload: JSON.stringify(row.payload),
-      headers: row.headers ?? {},
-      attempts: 0,
-      transient_failures: 0,
-    },
-    true,
-  );
+  const row = loadedRow(event, options);
+  const message = sqsMessage(row, true);
   return sqsRecordFromMessage(
     {
       MessageId: options.messageId ?? crypto.randomUUID(),
@@ -81,6 +69,50 @@ export function sqsRecordOf(
         MessageDeduplicationId: message.MessageDeduplicationId as string,
       },
       MessageAttributes: message.MessageAttributes,
+    },
+    options,
+  );
+}
+
+export interface EventBridgeRecordOptions extends SqsRecordOptions {
+  /** The relay's `source` (OUTBOX_EVENT_SOURCE), which the inbox takes as the event's `origin`. */
+  source: string;
+}
+
+/**
+ * The Lambda record of the same event routed through an EventBridge bus to an SQS queue: the body is the event as
+ * EventBridge delivers it to an SQS target, its `detail` the relay's envelope (destinations/envelope.ts, the
+ * builder the relay's EventBridge destination uses). No message attributes: EventBridge sets none.
+ */
+export function eventBridgeRecordOf(
+  event: OutboxRowLike | EnqueuedEventLike,
+  options: EventBridgeRecordOptions,
+): SqsRecord {
+  const row = loadedRow(event, options);
+  const createdAt = row.created_at as Date;
+  const detail = detailEnvelope(row, createdAt, stringHeaders(row.headers));
+  const queueArn = options.queueArn ?? DEFAULT_TEST_QUEUE_ARN;
+  const [, , , region = "us-east-1", account = "123456789012"] = queueArn.split(":");
+  const envelope = {
+    version: "0",
+    id: crypto.randomUUID(),
+    "detail-type": row.event_type,
+    source: options.source,
+    account,
+    time: createdAt.toISOString().replace(/\.\d{3}Z$/, "Z"),
+    region,
+    resources: [],
+  };
+  return sqsRecordFromMessage(
+    {
+      MessageId: options.messageId ?? crypto.randomUUID(),
+      Body: `${JSON.stringify(envelope).slice(0, -1)},"detail":${detail}}`,
+      Attributes: queueArn.endsWith(".fifo")
+        ? {
+            SequenceNumber: options.sequenceNumber ?? row.seq.padStart(20, "0"),
+            MessageGroupId: row.aggregate_id,
+          }
+        : {},
     },
     options,
   );
@@ -131,6 +163,23 @@ export function sqsRecordFromMessage(message: ReceivedSqsMessage, options: SqsRe
 /** The event Lambda passes to the handler: `handler(sqsEventOf(record), context)`. */
 export function sqsEventOf(...records: SqsRecord[]): SqsEvent {
   return { Records: records };
+}
+
+/** The row as the relay loads it (sql/loadPayloads.ts): payload as JSON text, seq as decimal text. */
+function loadedRow(event: OutboxRowLike | EnqueuedEventLike, options: SqsRecordOptions): LoadedRow {
+  const row = "aggregate_id" in event ? event : rowOfEnqueued(event, options.createdAt ?? new Date());
+  return {
+    id: row.id,
+    seq: String(row.seq),
+    aggregate_type: row.aggregate_type,
+    aggregate_id: row.aggregate_id,
+    event_type: row.event_type,
+    created_at: row.created_at,
+    payload: JSON.stringify(row.payload),
+    headers: row.headers ?? {},
+    attempts: 0,
+    transient_failures: 0,
+  };
 }
 
 function rowOfEnqueued(event: EnqueuedEventLike, createdAt: Date): OutboxRowLike {
