@@ -116,6 +116,8 @@ describe("the GitHub Actions workflows", () => {
     const steps = node.steps.map((step) => step.run);
     expect(steps.indexOf("npm run build")).toBeGreaterThan(steps.indexOf("npm ci --no-audit --no-fund"));
     expect(steps).toContain("npx vitest run test/package/nodeMajors.test.ts");
+    // npm test runs the same file on the test jobs, on the majors their machine has (not 20).
+    expect(ci.jobs.test?.env?.OUTBOX_TEST_NODE_MAJORS).toBe("22,24");
     const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
     expect(pkg.engines.node).toBe(">=20.19");
   });
