@@ -50,8 +50,7 @@ export function outboxLambdaCode(name: OutboxLambda, options: { migrationsDir?: 
     const bundleDir = join(PREBUILT_ROOT, name);
     if (migrationsDir === undefined) return lambda.Code.fromAsset(bundleDir);
     return localAsset(bundleDir, (outputDir) => {
-      for (const file of ["index.mjs", "index.mjs.map"])
-        copyFileSync(join(bundleDir, file), join(outputDir, file));
+      copyFileSync(join(bundleDir, "index.mjs"), join(outputDir, "index.mjs"));
       mkdirSync(join(outputDir, "migrations"));
       for (const file of readdirSync(migrationsDir).filter((entry) => entry.endsWith(".sql"))) {
         copyFileSync(join(migrationsDir, file), join(outputDir, "migrations", file));

@@ -38,8 +38,6 @@ if (values.only === undefined) {
   for (const lambda of built) {
     const kb = (bytes: number) => `${Math.round(bytes / 1024)} KiB`;
     // stderr: this runs in `prepack`, and `npm pack --json` / `npm publish --json` own stdout.
-    console.error(
-      `${relative(process.cwd(), lambda.dir)}: index.mjs ${kb(lambda.bytes)}, map ${kb(lambda.sourceMapBytes)}`,
-    );
+    console.error(`${relative(process.cwd(), lambda.dir)}: index.mjs ${kb(lambda.bytes)}`);
   }
 }

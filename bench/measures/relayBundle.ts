@@ -10,7 +10,6 @@ import { median } from "../lib/stats.ts";
 export interface RelayBundle {
   bytes: number;
   gzipBytes: number;
-  sourceMapBytes: number;
   /** Median ms to import the bundle (module evaluation, cold start's init), fresh process each time. */
   importMs: number;
   /** Median ms from process start to the handler module evaluated. */
@@ -36,7 +35,6 @@ export async function measureRelayBundle(env: Record<string, string>): Promise<R
     return {
       bytes: code.length,
       gzipBytes: gzipSync(code).length,
-      sourceMapBytes: built.sourceMapBytes,
       importMs: median(starts.map((start) => start.importMs)),
       processToReadyMs: median(starts.map((start) => start.readyMs)),
       samples: COLD_STARTS,

@@ -2,11 +2,11 @@ import { Logger } from "@aws-lambda-powertools/logger";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import middy from "@middy/core";
 import type { CloudFormationCustomResourceEvent, Context } from "aws-lambda";
-import { databaseSourceFromEnv } from "#shared/db/connection.ts";
-import { loginsFromEnv } from "#shared/db/logins.ts";
-import { type MigrationResponse, migrationsCustomResource } from "#shared/db/migrationsResource.ts";
-import { serviceNameFromEnv } from "#shared/observe/settings.ts";
-import { outboxLocationFromEnv } from "#shared/outbox/names.ts";
+import { databaseSourceFromEnv } from "../shared/db/connection.ts";
+import { loginsFromEnv } from "../shared/db/logins.ts";
+import { type MigrationResponse, migrationsCustomResource } from "../shared/db/migrationsResource.ts";
+import { serviceNameFromEnv } from "../shared/observe/settings.ts";
+import { outboxLocationFromEnv } from "../shared/outbox/names.ts";
 
 // Cold start: a missing or malformed variable fails here, naming it, and the deployment reports that message.
 const source = databaseSourceFromEnv(process.env);

@@ -3,12 +3,12 @@ import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
-import { createDatabasePool, queryTimeoutFor } from "#shared/db/connection.ts";
-import { createMetrics } from "#shared/observe/metrics.ts";
-import { serviceNameFromEnv } from "#shared/observe/settings.ts";
-import { purgeInvocation } from "#shared/purge/invocation.ts";
-import type { PurgeSummary } from "#shared/purge/purge.ts";
-import { purgeConfigFromEnv } from "#shared/purge/settings.ts";
+import { createDatabasePool, queryTimeoutFor } from "../shared/db/connection.ts";
+import { createMetrics } from "../shared/observe/metrics.ts";
+import { serviceNameFromEnv } from "../shared/observe/settings.ts";
+import { purgeInvocation } from "../shared/purge/invocation.ts";
+import type { PurgeSummary } from "../shared/purge/purge.ts";
+import { purgeConfigFromEnv } from "../shared/purge/settings.ts";
 
 // Cold start: configuration errors fail here, naming the variable, before any event is handled.
 const config = purgeConfigFromEnv(process.env);

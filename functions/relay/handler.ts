@@ -3,13 +3,13 @@ import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context, ScheduledEvent } from "aws-lambda";
-import { createDatabasePool, queryTimeoutFor } from "#shared/db/connection.ts";
-import { createDestination } from "#shared/destinations/create.ts";
-import { createMetrics, RelayMetrics, relayMetricsOptionsFromEnv } from "#shared/observe/metrics.ts";
-import { serviceNameFromEnv } from "#shared/observe/settings.ts";
-import type { RelaySummary } from "#shared/relay/engine.ts";
-import * as invocation from "#shared/relay/invocation.ts";
-import { relayConfigFromEnv } from "#shared/relay/settings.ts";
+import { createDatabasePool, queryTimeoutFor } from "../shared/db/connection.ts";
+import { createDestination } from "../shared/destinations/create.ts";
+import { createMetrics, RelayMetrics, relayMetricsOptionsFromEnv } from "../shared/observe/metrics.ts";
+import { serviceNameFromEnv } from "../shared/observe/settings.ts";
+import type { RelaySummary } from "../shared/relay/engine.ts";
+import * as invocation from "../shared/relay/invocation.ts";
+import { relayConfigFromEnv } from "../shared/relay/settings.ts";
 
 // Cold start: configuration errors fail here, naming the variable, before any event is handled. Clients are
 // created once per container; the SDK reads AWS_ENDPOINT_URL, region and credentials from the environment.

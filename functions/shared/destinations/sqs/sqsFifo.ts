@@ -4,17 +4,7 @@ import {
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import { errorMessage, ValidationError } from "../../outbox/errors.ts";
-import { compactJsonbText } from "../../outbox/jsonbText.ts";
-import {
-  checkGroupId,
-  checkHeaders,
-  checkName,
-  checkSqsText,
-  checkTimestamp,
-  messageAttributes,
-  messageSize,
-} from "../../outbox/message.ts";
-import { messageTrace } from "../../outbox/traceContext.ts";
+import { messageSize } from "../../outbox/message.ts";
 import {
   type Destination,
   type LoadedRow,
@@ -24,6 +14,7 @@ import {
 } from "../destination.ts";
 import { SQS_MAX_BATCH_BYTES, SQS_MAX_BATCH_ENTRIES, SQS_MAX_MESSAGE_BYTES } from "./limits.ts";
 import { checkQueue } from "./queueCheck.ts";
+import { sqsMessage } from "./sqsMessage.ts";
 
 export interface SqsFifoOptions {
   queueUrl: string;
@@ -130,43 +121,18 @@ function sqsQueueDestination(sqs: SQSClient, options: SqsFifoOptions, fifo: bool
  */
 function prepareMessage(row: LoadedRow, maxMessageBytes: number, fifo: boolean): Prepared<Entry> | string {
   try {
-    const body = compactJsonbText(row.payload);
-    checkSqsText("payload", body);
-    const headers = checkHeaders("headers", row.headers);
-    const trace = messageTrace(row, headers);
-    const attributes = messageAttributes({
-      id: row.id,
-      aggregateType: checkName("aggregate_type", row.aggregate_type),
-      aggregateId: checkGroupId("aggregate_id", row.aggregate_id),
-      eventType: checkName("event_type", row.event_type),
-      headers,
-      createdAt: checkTimestamp("created_at", row.created_at),
-      seq: row.seq,
-      body,
-      trace: trace.context,
-    });
+    const message = sqsMessage(row, fifo);
     // The traceparent/tracestate attributes count; AWSTraceHeader does not ("The size of a message system
     // attribute doesn't count towards the total size of a message": SQS API Reference, SendMessageBatchRequestEntry,
     // MessageSystemAttributes, where AWSTraceHeader is "currently, the only supported message system attribute").
-    const size = messageSize(body, attributes);
+    const size = messageSize(message.MessageBody, message.MessageAttributes);
     if (size > maxMessageBytes) {
       throw new ValidationError(
         "payload",
         `message is ${size} bytes, over the queue's limit of ${maxMessageBytes}`,
       );
     }
-    const entry: Entry = fifo
-      ? {
-          MessageBody: body,
-          MessageGroupId: row.aggregate_id,
-          MessageDeduplicationId: row.id,
-          MessageAttributes: attributes,
-        }
-      : { MessageBody: body, MessageAttributes: attributes };
-    if (trace.xray !== undefined) {
-      entry.MessageSystemAttributes = { AWSTraceHeader: { DataType: "String", StringValue: trace.xray } };
-    }
-    return { row, size, message: entry };
+    return { row, size, message };
   } catch (error) {
     if (error instanceof ValidationError) return error.message;
     return `cannot build the message: ${errorMessage(error)}`;

@@ -1,0 +1,233 @@
+import { execFileSync, spawnSync } from "node:child_process";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createEmptyDatabase } from "../support/db.ts";
+
+/**
+ * The README's producer (docs/examples/producer.js, shown verbatim there: install.test.ts checks it) in a fresh
+ * app that has nothing but the packed tarball and `pg`, installed by npm as a user would (`npm install
+ * ./aws-outbox-relay-x.y.z.tgz pg`, from npm's cache where it can), type-checked against the package's declarations and
+ * run on each Node major the package supports: a commit keeps the order and its event, a failed enqueue rolls both
+ * back. Which majors: OUTBOX_TEST_NODE_MAJORS (default 20,22,24; the CI matrix runs one per job). A major that is not
+ * on this machine fails, saying where to get it: never a skip.
+ */
+
+const REPOSITORY = realpathSync(new URL("../..", import.meta.url));
+const MAJORS = (process.env.OUTBOX_TEST_NODE_MAJORS ?? "20,22,24").split(",").map((major) => major.trim());
+/** Where the majors this repository does not run on come from (see nodeBinaries). */
+const HOW_TO_GET = {
+  "20": "install Node 20.19+ as the system node (CI: actions/setup-node with node-version 20)",
+  "22": "`npm ci` installs it as the `node22` devDependency (node_modules/node22/bin/node)",
+  "24": "`npm ci` installs it as the `node` devDependency (node_modules/node/bin/node)",
+} as Record<string, string>;
+
+/** npm's own script, to run it on each Node major (the `npm` on PATH runs on whichever node comes first). */
+const NPM_CLI = realpathSync(
+  (process.env.PATH ?? "")
+    .split(delimiter)
+    .map((dir) => join(dir, "npm"))
+    .find((file) => existsSync(file) && !file.startsWith(REPOSITORY)) ?? "npm",
+);
+let tarball: string;
+
+const scratch = realpathSync(mkdtempSync(join(tmpdir(), "outbox-node-majors-")));
+const app = join(scratch, "app");
+
+/** Every `node` this machine has: this process's, the devDependencies' (node, node22), and each one on PATH. */
+function nodeBinaries(): Map<string, string> {
+  const candidates = [
+    process.execPath,
+    join(REPOSITORY, "node_modules", "node", "bin", "node"),
+    join(REPOSITORY, "node_modules", "node22", "bin", "node"),
+    ...(process.env.PATH ?? "").split(delimiter).map((dir) => join(dir, "node")),
+  ];
+  const byMajor = new Map<string, string>();
+  for (const binary of candidates) {
+    if (!existsSync(binary)) continue;
+    const version = spawnSync(binary, ["--version"], { encoding: "utf8" }).stdout?.trim() ?? "";
+    const major = /^v(\d+)\./.exec(version)?.[1];
+    if (major !== undefined && !byMajor.has(major)) byMajor.set(major, binary);
+  }
+  return byMajor;
+}
+
+/** No npm_*, NODE_OPTIONS or VITEST from this run; npm prefers its cache (it holds what `npm ci` fetched). */
+function appEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!/^(npm_|NODE_OPTIONS$|VITEST|OUTBOX_|DATABASE_)/.test(name)) env[name] = value;
+  }
+  return { ...env, npm_config_prefer_offline: "true", npm_config_update_notifier: "false", ...extra };
+}
+
+beforeAll(() => {
+  if (!existsSync(join(REPOSITORY, "dist", "functions", "shared", "index.js"))) {
+    throw new Error("dist/ is not built: run `npm run build` first (`npm test` does)");
+  }
+  mkdirSync(app);
+  // --ignore-scripts: prepack's rebuild would delete dist/ under the other test files.
+  const [packed] = JSON.parse(
+    execFileSync("npm", ["pack", "--json", "--ignore-scripts", "--pack-destination", scratch], {
+      cwd: REPOSITORY,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      env: appEnv(),
+    }),
+  ) as { filename: string }[];
+  tarball = join(scratch, packed?.filename ?? "");
+  writeFileSync(
+    join(app, "package.json"),
+    JSON.stringify({ name: "orders-service", private: true, type: "module" }),
+  );
+  copyFileSync(join(REPOSITORY, "docs", "examples", "producer.js"), join(app, "producer.js"));
+  const versions = JSON.parse(
+    execFileSync("npm", ["ls", "--json", "--depth=0", "pg", "typescript", "@types/node", "@types/pg"], {
+      cwd: REPOSITORY,
+      encoding: "utf8",
+      env: appEnv(),
+    }),
+  ).dependencies as Record<string, { version: string }>;
+  const at = (name: string) => `${name}@${versions[name]?.version}`;
+  execFileSync("npm", ["install", "--no-audit", "--no-fund", tarball, at("pg")], {
+    cwd: app,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: appEnv(),
+  });
+  execFileSync(
+    "npm",
+    [
+      "install",
+      "--no-audit",
+      "--no-fund",
+      "--save-dev",
+      at("typescript"),
+      at("@types/node"),
+      at("@types/pg"),
+    ],
+    {
+      cwd: app,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: appEnv(),
+    },
+  );
+}, 300_000);
+
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe("the installed package in a fresh app", () => {
+  it("has only the package, pg and their dependencies: no CDK, no data library", () => {
+    const top = readdirSync(join(app, "node_modules"));
+    expect(top).toEqual(expect.arrayContaining(["aws-outbox-relay", "pg"]));
+    for (const absent of [
+      "aws-cdk-lib",
+      "constructs",
+      "drizzle-orm",
+      "kysely",
+      "knex",
+      "typeorm",
+      "postgres",
+    ]) {
+      expect(top, absent).not.toContain(absent);
+    }
+  });
+
+  it("type-checks the README's producer against the package's declarations (strict, nodenext)", () => {
+    writeFileSync(
+      join(app, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          target: "es2022",
+          module: "nodenext",
+          strict: true,
+          // The example is JavaScript: its parameters are untyped; everything it calls is checked.
+          noImplicitAny: false,
+          allowJs: true,
+          checkJs: true,
+          noEmit: true,
+          types: ["node"],
+        },
+        files: ["producer.js"],
+      }),
+    );
+    const check = spawnSync(
+      process.execPath,
+      [join(app, "node_modules", "typescript", "bin", "tsc"), "-p", "."],
+      {
+        cwd: app,
+        encoding: "utf8",
+        env: appEnv(),
+      },
+    );
+    expect(check.status, `${check.stdout}${check.stderr}`).toBe(0);
+  }, 120_000);
+
+  const binaries = nodeBinaries();
+  it.each(MAJORS)(
+    "runs it on Node %s: commit keeps the order and its event, a failed enqueue rolls both back",
+    async (major) => {
+      const binary = binaries.get(major);
+      if (binary === undefined) {
+        throw new Error(
+          `Node ${major} is not on this machine (found ${[...binaries.keys()].join(", ") || "none"}): ${HOW_TO_GET[major] ?? `install Node ${major}`}`,
+        );
+      }
+      // npm on that Node, as strict as a user may set it: `engines` must let it install.
+      const npm = spawnSync(
+        binary,
+        [NPM_CLI, "install", "--dry-run", "--engine-strict", "--no-audit", "--no-fund", tarball],
+        { cwd: app, encoding: "utf8", timeout: 120_000, env: appEnv() },
+      );
+      expect(npm.status, `${npm.stdout}${npm.stderr}`).toBe(0);
+      const database = await createEmptyDatabase();
+      try {
+        writeFileSync(
+          join(app, "run.mjs"),
+          `import pg from "pg";
+import { migrate } from "aws-outbox-relay/migrations";
+
+const admin = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+await migrate(admin);
+await admin.query("create table orders (id bigint generated always as identity primary key, customer text not null, total int not null)");
+const { placeOrder } = await import("./producer.js");
+const committed = await placeOrder("c-1", 4200);
+// A lone surrogate: Postgres stores the order's text (as U+FFFD), enqueue() refuses the payload (jsonb would).
+const failed = await placeOrder("\\uD800", 1).then(() => "committed", (error) => error.name);
+const orders = (await admin.query("select id::text, customer from orders order by id")).rows;
+const events = (await admin.query("select aggregate_id, event_type from outbox_events order by seq")).rows;
+console.log("RESULT " + JSON.stringify({ version: process.version, committed, failed, orders, events }));
+process.exit(0);
+`,
+        );
+        const run = spawnSync(binary, ["run.mjs"], {
+          cwd: app,
+          encoding: "utf8",
+          timeout: 60_000,
+          env: appEnv({ DATABASE_URL: database.url }),
+        });
+        expect(run.status, `${run.stdout}${run.stderr}`).toBe(0);
+        const line = run.stdout.split("\n").find((text) => text.startsWith("RESULT ")) ?? "";
+        const result = JSON.parse(line.slice("RESULT ".length));
+        expect(result.version).toMatch(new RegExp(`^v${major}\\.`));
+        expect(result.failed).toBe("ValidationError");
+        expect(result.orders).toEqual([{ id: result.committed, customer: "c-1" }]);
+        expect(result.events).toEqual([
+          { aggregate_id: `order-${result.committed}`, event_type: "order.placed" },
+        ]);
+      } finally {
+        await database.drop();
+      }
+    },
+    120_000,
+  );
+});
