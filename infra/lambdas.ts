@@ -143,12 +143,9 @@ export function outboxFunction(
     role: options.role,
     timeout: options.timeout,
     memorySize: options.memorySize,
-    environment: {
-      ...options.environment,
-      // Stack traces point into the TypeScript sources instead of the minified bundle. Node 24 reads the map
-      // only when an Error's stack is formatted, not at start.
-      NODE_OPTIONS: "--enable-source-maps",
-    },
+    // No NODE_OPTIONS=--enable-source-maps: the bundles ship without maps and keep their function names instead
+    // (scripts/lambdaBundles.ts), so stack traces name the real functions.
+    environment: options.environment,
     ...(options.reservedConcurrency === undefined
       ? {}
       : { reservedConcurrentExecutions: options.reservedConcurrency }),

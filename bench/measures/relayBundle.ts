@@ -21,7 +21,7 @@ const COLD_STARTS = 7;
 
 /**
  * The relay Lambda's bundle, built as the package's prebuilt code is (scripts/lambdaBundles.ts), and its cold
- * start: a fresh `node --enable-source-maps` (the Lambda's NODE_OPTIONS) importing it with the env the handler
+ * start: a fresh `node` (the Lambda sets no NODE_OPTIONS) importing it with the env the handler
  * reads at init.
  */
 export async function measureRelayBundle(env: Record<string, string>): Promise<RelayBundle> {
@@ -49,7 +49,7 @@ function coldStart(bundle: string, env: Record<string, string>) {
   const probe = `const t = performance.now(); await import(${JSON.stringify(pathToFileURL(bundle).href)});
     process.stdout.write(JSON.stringify({ importMs: performance.now() - t, readyMs: performance.now() }));`;
   return new Promise<{ importMs: number; readyMs: number }>((resolve, reject) => {
-    const child = spawn(process.execPath, ["--enable-source-maps", "--input-type=module", "-e", probe], {
+    const child = spawn(process.execPath, ["--input-type=module", "-e", probe], {
       env: { PATH: process.env.PATH ?? "", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });

@@ -249,7 +249,6 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           RELAY_BATCH_MAX_BYTES: String(16 * MIB),
           POWERTOOLS_SERVICE_NAME: "Example-Outbox-relay",
           POWERTOOLS_METRICS_NAMESPACE: "OutboxRelay",
-          NODE_OPTIONS: "--enable-source-maps",
         },
       },
     });

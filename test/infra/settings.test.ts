@@ -51,11 +51,7 @@ const TABLES: SettingsTable[] = [
   METRICS_SETTINGS,
   MIGRATE_SETTINGS,
 ];
-const KNOWN = new Set([
-  ...settingRows(...TABLES).map((row) => row.env),
-  // Node's own: source maps for stack traces (infra/lambdas.ts), not a setting of ours.
-  "NODE_OPTIONS",
-]);
+const KNOWN = new Set(settingRows(...TABLES).map((row) => row.env));
 
 describe("settings rows: the readers", () => {
   const size = integerSetting({ env: "SIZE", default: 10, min: 1, max: 100, doc: "a size" });
