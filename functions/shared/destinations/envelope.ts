@@ -9,7 +9,9 @@ import type { LoadedRow } from "./destination.ts";
  *
  * Built as text: the payload is spliced in as stored (compacted jsonb text), never parsed and re-serialized, so
  * a 20-digit number reaches the consumer as written. The payload may be any JSON value; the envelope is always
- * an object (EventBridge requires one).
+ * an object (EventBridge requires one). A payload sent through S3 is the pointer
+ * `["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName","s3Key"}]` beside
+ * `"extendedPayloadSize": <bytes>` (docs/large-payloads.md).
  */
 export function detailEnvelope(row: LoadedRow, createdAt: Date, headers: Record<string, string>): string {
   const fields = {
@@ -20,6 +22,8 @@ export function detailEnvelope(row: LoadedRow, createdAt: Date, headers: Record<
     seq: String(row.seq),
     createdAt: createdAt.toISOString(),
     headers,
+    // A claim check (claimCheck/claimCheck.ts): `payload` is then the Extended Client pointer, and this its size.
+    ...(row.extendedPayloadSize === undefined ? {} : { extendedPayloadSize: row.extendedPayloadSize }),
   };
   return `${JSON.stringify(fields).slice(0, -1)},"payload":${compactJsonbText(row.payload)}}`;
 }

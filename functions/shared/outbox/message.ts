@@ -1,4 +1,5 @@
 import { ValidationError } from "./errors.ts";
+import { EXTENDED_PAYLOAD_SIZE } from "./payloadPointer.ts";
 
 /**
  * The event contract: what an outbox event is allowed to be, so the write API rejects before commit what the
@@ -51,9 +52,14 @@ export interface MessageFields {
   headers: Record<string, string>;
   /** The JSON text sent as the body. */
   body: string;
+  /**
+   * Set when the body is a claim-check pointer (payloadPointer.ts): the payload's bytes in S3, sent as the
+   * Number attribute ExtendedPayloadSize that AWS's Extended Clients look for.
+   */
+  extendedPayloadSize?: number;
 }
 
-export type StringAttributes = Record<string, { DataType: "String"; StringValue: string }>;
+export type StringAttributes = Record<string, { DataType: "String" | "Number"; StringValue: string }>;
 
 export function messageAttributes(fields: MessageFields): StringAttributes {
   const attributes: StringAttributes = {};
@@ -67,6 +73,9 @@ export function messageAttributes(fields: MessageFields): StringAttributes {
   put("outboxId", fields.id);
   put("createdAt", fields.createdAt.toISOString());
   put("seq", fields.seq);
+  if (fields.extendedPayloadSize !== undefined) {
+    attributes[EXTENDED_PAYLOAD_SIZE] = { DataType: "Number", StringValue: String(fields.extendedPayloadSize) };
+  }
   return attributes;
 }
 

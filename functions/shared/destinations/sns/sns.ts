@@ -129,6 +129,7 @@ function prepareMessage(row: LoadedRow, maxMessageBytes: number, fifo: boolean):
       createdAt: checkTimestamp("created_at", row.created_at),
       seq: row.seq,
       body,
+      ...(row.extendedPayloadSize === undefined ? {} : { extendedPayloadSize: row.extendedPayloadSize }),
     });
     if (!fifo) checkName("aggregate_id", row.aggregate_id);
     const size = messageSize(body, attributes);

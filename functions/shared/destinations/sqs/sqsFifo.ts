@@ -140,6 +140,7 @@ function prepareMessage(row: LoadedRow, maxMessageBytes: number, fifo: boolean):
       createdAt: checkTimestamp("created_at", row.created_at),
       seq: row.seq,
       body,
+      ...(row.extendedPayloadSize === undefined ? {} : { extendedPayloadSize: row.extendedPayloadSize }),
     });
     const size = messageSize(body, attributes);
     if (size > maxMessageBytes) {
