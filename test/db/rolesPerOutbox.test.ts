@@ -212,7 +212,11 @@ describe("upgrading from 0008 in place", () => {
 
     const result = await migrate(pool);
 
-    expect(result.applied).toEqual(["0009_no_back_doors.sql", "0010_order_key_highest_seq.sql"]);
+    expect(result.applied).toEqual([
+      "0009_no_back_doors.sql",
+      "0010_order_key_highest_seq.sql",
+      "0012_payload_limit.sql",
+    ]);
     const roles = await outboxRoles(pool);
     const { rows } = await pool.query(
       `select pg_has_role($1, $3, 'member') as relay_member, pg_has_role($2, $4, 'member') as purge_member,
