@@ -46,9 +46,9 @@ describe("the write API's payload limit (claim check)", () => {
   });
 
   it("refuses a maxPayloadBytes over 64 MiB, naming the option", async () => {
-    await expect(
-      enqueueCommitted(db.pool, anEvent(), { maxPayloadBytes: 64 * MIB + 1 }),
-    ).rejects.toThrow(/options\.maxPayloadBytes: must be an integer from 1024 to 67108864/);
+    await expect(enqueueCommitted(db.pool, anEvent(), { maxPayloadBytes: 64 * MIB + 1 })).rejects.toThrow(
+      /options\.maxPayloadBytes: must be an integer from 1024 to 67108864/,
+    );
   });
 
   it("without maxPayloadBytes refuses as before, naming how to send larger payloads", async () => {

@@ -1,6 +1,7 @@
 import { isConflict } from "../db/sqlstate.ts";
 import { errorMessage } from "../outbox/errors.ts";
 import { sleep } from "../util/sleep.ts";
+import { resolveClaimCheck } from "./claimCheck.ts";
 import { fitsDeadline } from "./deadline.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
 import type { InboxLogger } from "./inboxLogger.ts";
@@ -72,6 +73,8 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
     let inUserHandler = false;
     try {
       event = parseInboxEvent(record);
+      // A payload sent through S3 is read before the transaction; a missing object fails the record here.
+      event = await resolveClaimCheck(event);
       const parsed = event;
       const run = route(parsed);
       let status: "processed" | "duplicate" | "stale" | "ignored" | "deadline" | undefined;

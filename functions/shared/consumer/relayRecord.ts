@@ -1,5 +1,6 @@
 import { ValidationError } from "../outbox/errors.ts";
 import { STANDARD_ATTRIBUTES } from "../outbox/message.ts";
+import { EXTENDED_PAYLOAD_SIZE } from "../outbox/payloadPointer.ts";
 import { orderKey, outboxId, sequenceNumber, timestamp, traceContext } from "./eventFields.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
 import type { SqsRecord } from "./sqsEvent.ts";
@@ -42,7 +43,7 @@ export function parseRelayRecord(record: SqsRecord): InboxEvent {
   }
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(record.messageAttributes ?? {})) {
-    if (STANDARD.has(name) || value.stringValue === undefined) continue;
+    if (STANDARD.has(name) || name === EXTENDED_PAYLOAD_SIZE || value.stringValue === undefined) continue;
     headers[name] = value.stringValue;
   }
   return {

@@ -74,7 +74,10 @@ export function messageAttributes(fields: MessageFields): StringAttributes {
   put("createdAt", fields.createdAt.toISOString());
   put("seq", fields.seq);
   if (fields.extendedPayloadSize !== undefined) {
-    attributes[EXTENDED_PAYLOAD_SIZE] = { DataType: "Number", StringValue: String(fields.extendedPayloadSize) };
+    attributes[EXTENDED_PAYLOAD_SIZE] = {
+      DataType: "Number",
+      StringValue: String(fields.extendedPayloadSize),
+    };
   }
   return attributes;
 }

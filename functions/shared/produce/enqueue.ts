@@ -99,7 +99,9 @@ export async function enqueue<T>(
   const many = Array.isArray(input);
   const events: readonly OutboxEvent<T>[] = many ? input : [input as OutboxEvent<T>];
   const limits = sizeLimits(options);
-  const rows = events.map((event, index) => validateEvent(event, many ? `events[${index}]` : "event", limits));
+  const rows = events.map((event, index) =>
+    validateEvent(event, many ? `events[${index}]` : "event", limits),
+  );
   if (rows.length === 0) return [];
 
   // One round trip for any number of events. Ids are generated here so results can be matched by id rather
@@ -166,7 +168,11 @@ function sizeLimits(options: EnqueueOptions): SizeLimits {
   const { maxPayloadBytes } = options;
   if (
     maxPayloadBytes !== undefined &&
-    !(Number.isInteger(maxPayloadBytes) && maxPayloadBytes >= 1024 && maxPayloadBytes <= MAX_PAYLOAD_BYTES_LIMIT)
+    !(
+      Number.isInteger(maxPayloadBytes) &&
+      maxPayloadBytes >= 1024 &&
+      maxPayloadBytes <= MAX_PAYLOAD_BYTES_LIMIT
+    )
   ) {
     throw new ValidationError(
       "options.maxPayloadBytes",

@@ -7,6 +7,12 @@ export interface PayloadLimits {
   maxMessageBytes: number;
   /** Payload and header bytes one round loads at most; the first sendable row loads whatever its size. */
   budgetBytes: number;
+  /**
+   * Whether the first sendable row may load past the budget (default true). False when another round of this
+   * process already holds such a row: with the claim check a row can be 64 MiB, and parallel rounds each
+   * loading one would multiply that (engine.ts, OversizeGate).
+   */
+  loadOversized?: boolean;
 }
 
 /**
@@ -105,7 +111,7 @@ export async function loadPayloads(
       ids.slice(direct.settled),
       limits,
       limits.budgetBytes - direct.loadedBytes,
-      !direct.results.some((row) => row.status === "loaded"),
+      !direct.results.some((row) => row.status === "loaded") && (limits.loadOversized ?? true),
     )),
   ];
 }
