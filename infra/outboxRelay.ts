@@ -8,6 +8,7 @@ import type * as kms from "aws-cdk-lib/aws-kms";
 import type * as lambda from "aws-cdk-lib/aws-lambda";
 import * as logs from "aws-cdk-lib/aws-logs";
 import type * as rds from "aws-cdk-lib/aws-rds";
+import type * as s3 from "aws-cdk-lib/aws-s3";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
@@ -42,6 +43,12 @@ import { type LoginSecrets, loginSecrets, type OutboxLoginsProps } from "./login
 import { DEFAULT_MIGRATIONS_DIR, hashMigrations, MIGRATE_TIMEOUT, migrationsResource } from "./migrations.ts";
 import { claimMetricsIdentity, DEFAULT_METRICS_NAMESPACE, defaultServicePrefix } from "./naming.ts";
 import { functionSecurityGroups, withBusEndpoint } from "./network.ts";
+import {
+  grantPayloadWrite,
+  type LargePayloadsProps,
+  payloadBucket,
+  s3GatewayEndpoint,
+} from "./payloadBucket.ts";
 import {
   DEFAULT_BATCH_MAX_BYTES,
   DEFAULT_BUDGET_MARGIN_MS,
@@ -263,6 +270,11 @@ export interface OutboxRelayProps {
   readonly logRetention?: logs.RetentionDays;
   /** Removal policy of the queues and log groups. Default RETAIN: they may hold undelivered events and evidence. */
   readonly removalPolicy?: RemovalPolicy;
+  /**
+   * Payloads too large for the destination go through S3 in the AWS Extended Client format (the claim check,
+   * docs/large-payloads.md). Opt-in; `{}` creates the bucket. The table's payload limit is raised separately.
+   */
+  readonly largePayloads?: LargePayloadsProps;
   /** Also create a consumer Lambda reading the queue (infra/consumer.ts); its alarms go to the alarm topic. */
   readonly consumer?: Omit<
     OutboxConsumerProps,
@@ -299,6 +311,8 @@ export class OutboxRelay extends Construct {
   readonly dashboard?: cloudwatch.Dashboard;
   readonly metricsNamespace: string;
   readonly consumer?: OutboxConsumer;
+  /** The bucket of payloads sent through S3 (with `largePayloads`). */
+  readonly payloadBucket?: s3.IBucket;
   readonly relayServiceName: string;
   readonly purgeServiceName: string;
   /**
@@ -362,6 +376,14 @@ export class OutboxRelay extends Construct {
       vpcEndpoints,
       connections: database.connections,
     });
+    const payloads =
+      props.largePayloads === undefined ? undefined : payloadBucket(this, props.largePayloads, removalPolicy);
+    if (payloads !== undefined) {
+      this.payloadBucket = payloads.bucket;
+      if (vpcEndpoints !== undefined && vpcEndpoints.length > 0) {
+        s3GatewayEndpoint(this, db.vpc, db.vpcSubnets, this.securityGroups);
+      }
+    }
     const placement: FunctionPlacement = {
       vpc: db.vpc,
       vpcSubnets: db.vpcSubnets,
@@ -510,11 +532,13 @@ export class OutboxRelay extends Construct {
         ["relay.listen", R.listen, tuning.listen],
       ]),
       ...this.#metricsEnv(this.relayServiceName),
+      ...payloads?.environment,
     };
 
     const { role: relayRole, logGroup: relayLogs } = executionRole(this, "Relay", placement);
     grantSecretRead(this, relayRole, relaySecret);
     grantRelayPublish(destination, relayRole);
+    if (payloads !== undefined) grantPayloadWrite(payloads, relayRole);
     if (props.restrictSendToRelay === true) {
       restrictSendToRelay(destination, relayRole, props.redriveRoles);
     } else if (props.redriveRoles !== undefined && props.redriveRoles.length > 0) {
@@ -656,6 +680,7 @@ export class OutboxRelay extends Construct {
       this.consumer = new OutboxConsumer(this, "Consumer", {
         alarmTopic: this.alarmTopic,
         ...props.consumer,
+        ...(payloads === undefined ? {} : { payloadBucket: payloads }),
         queue: this.queue,
       });
     }
