@@ -7,6 +7,8 @@ import { createBenchQueue, deleteBenchQueue, relaySqsClient } from "../lib/sqsCl
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
 export interface RelayMemoryRun {
+  /** Through the claim check (payloads to an S3 sink, pointers to the queue). */
+  claimCheck?: boolean;
   /** RELAY_BATCH_MAX_BYTES of the run. */
   batchMaxBytes: number;
   events: number;
@@ -31,8 +33,13 @@ export async function measureRelayMemory(
   endpoint: BenchSqsEndpoint,
   shape: { events: number; payloadBytes: number },
   batchMaxBytes: number,
+  s3Url?: string,
 ): Promise<RelayMemoryRun> {
   await resetOutbox(pool);
+  // Payloads over 1 MiB need the table's limit raised (migration 0012), as an install using the claim check does.
+  await pool.query("update outbox_limits set max_payload_bytes = $1", [
+    Math.max(1_048_576, shape.payloadBytes + 64),
+  ]);
   // One event per aggregate, so every claim finds a full batch of heads. md5 text does not compress much,
   // like real payloads; `repeat` of a constant would make the stored rows tiny.
   await pool.query(
@@ -46,7 +53,7 @@ export async function measureRelayMemory(
   const sqs = relaySqsClient(endpoint.url, DEFAULT_RELAY_OPTIONS.publishTimeoutMs);
   const queueUrl = await createBenchQueue(sqs, "memory");
   try {
-    return await drainInChild(databaseUrl, endpoint, shape, batchMaxBytes, queueUrl);
+    return await drainInChild(databaseUrl, endpoint, shape, batchMaxBytes, queueUrl, s3Url);
   } finally {
     await deleteBenchQueue(sqs, queueUrl);
     sqs.destroy();
@@ -59,6 +66,7 @@ async function drainInChild(
   shape: { events: number; payloadBytes: number },
   batchMaxBytes: number,
   queueUrl: string,
+  s3Url: string | undefined,
 ): Promise<RelayMemoryRun> {
   await endpoint.takeDeliveries();
   const child = spawn(process.execPath, [WORKER], {
@@ -68,6 +76,7 @@ async function drainInChild(
       BENCH_SQS_URL: endpoint.url,
       BENCH_QUEUE_URL: queueUrl,
       BENCH_BATCH_MAX_BYTES: String(batchMaxBytes),
+      ...(s3Url === undefined ? {} : { BENCH_S3_URL: s3Url }),
     },
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -91,6 +100,7 @@ async function drainInChild(
     );
   }
   return {
+    ...(s3Url === undefined ? {} : { claimCheck: true }),
     batchMaxBytes,
     events: shape.events,
     payloadBytes: shape.payloadBytes,

@@ -17,6 +17,9 @@ export const EXTENDED_PAYLOAD_SIZE = "ExtendedPayloadSize";
  * over the round's byte budget is loaded alone) and the insert trigger prints it once to size it (~35-54 MB/s).
  */
 export const MAX_PAYLOAD_BYTES_LIMIT = 67_108_864;
+/** What a "too large" dead letter says when the claim check could have sent it. */
+export const CLAIM_CHECK_HINT =
+  "larger payloads go through S3 with the claim check: OUTBOX_PAYLOAD_BUCKET, docs/large-payloads.md";
 /** S3 keys are at most 1,024 bytes; the Extended Client allows prefixes of `[a-zA-Z0-9./_-]` only. */
 const PREFIX = /^[A-Za-z0-9./_-]{0,900}$/;
 

@@ -14,6 +14,7 @@ import {
   messageAttributes,
   messageSize,
 } from "../../outbox/message.ts";
+import { CLAIM_CHECK_HINT } from "../../outbox/payloadPointer.ts";
 import {
   type Destination,
   type LoadedRow,
@@ -146,7 +147,7 @@ function prepareMessage(row: LoadedRow, maxMessageBytes: number, fifo: boolean):
     if (size > maxMessageBytes) {
       throw new ValidationError(
         "payload",
-        `message is ${size} bytes, over the queue's limit of ${maxMessageBytes}`,
+        `message is ${size} bytes, over the queue's limit of ${maxMessageBytes} (${CLAIM_CHECK_HINT})`,
       );
     }
     return {

@@ -1,6 +1,7 @@
 import type { Queryable } from "../../db/session.ts";
 import { isRowDataError } from "../../db/sqlstate.ts";
 import type { OutboxNames } from "../../outbox/names.ts";
+import { CLAIM_CHECK_HINT } from "../../outbox/payloadPointer.ts";
 
 export interface PayloadLimits {
   /** The queue's MaximumMessageSize. */
@@ -337,7 +338,7 @@ async function query(
 
 function toLoaded(row: Row, limits: PayloadLimits): LoadedPayload {
   const limit = limits.maxMessageBytes;
-  const notLoaded = "; dead-lettered without loading it";
+  const notLoaded = `; dead-lettered without loading it (${CLAIM_CHECK_HINT})`;
   // A JSON text that could print past the cap is never printed: named and dead-lettered from its bound alone.
   const unprinted = (what: string, bound: unknown): LoadedPayload => ({
     id: row.id,
