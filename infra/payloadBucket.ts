@@ -88,26 +88,28 @@ function createdBucket(scope: Construct, prefix: string, removalPolicy: RemovalP
 
 /** s3:PutObject under the prefix: the relay writes (and on a retry overwrites) `prefix + outbox id` only. */
 export function grantPayloadWrite(payloads: PayloadBucket, role: iam.IRole): void {
-  role.addToPrincipalPolicy(
-    new iam.PolicyStatement({
-      actions: ["s3:PutObject"],
-      resources: [payloads.bucket.arnForObjects(`${payloads.prefix}*`)],
-    }),
-  );
-  acknowledgeObjectWildcard(payloads, role);
+  grantObjects(payloads, role, "s3:PutObject");
   payloads.bucket.encryptionKey?.grantEncrypt(role);
 }
 
 /** s3:GetObject under the prefix: the consumer resolves pointers. */
 export function grantPayloadRead(payloads: Pick<PayloadBucket, "bucket" | "prefix">, role: iam.IRole): void {
+  grantObjects(payloads, role, "s3:GetObject");
+  payloads.bucket.encryptionKey?.grantDecrypt(role);
+}
+
+function grantObjects(
+  payloads: Pick<PayloadBucket, "bucket" | "prefix">,
+  role: iam.IRole,
+  action: "s3:PutObject" | "s3:GetObject",
+): void {
   role.addToPrincipalPolicy(
     new iam.PolicyStatement({
-      actions: ["s3:GetObject"],
+      actions: [action],
       resources: [payloads.bucket.arnForObjects(`${payloads.prefix}*`)],
     }),
   );
   acknowledgeObjectWildcard(payloads, role);
-  payloads.bucket.encryptionKey?.grantDecrypt(role);
 }
 
 /** cdk-nag v3 acknowledges exact findings: the `prefix*` object ARN, as the rule prints it. */
