@@ -84,10 +84,10 @@ const ENQUEUE_DURATION_MS = 5_000;
 /** ~1 MiB events (the largest SQS takes, with the relay's attributes): 2 full batches of 100 per round. */
 const MEMORY_LOAD = { events: 400, payloadBytes: 1_040_000 };
 /**
- * The claim check's largest payloads: 8 of 64 MiB (less the JSON around the string), one per aggregate, so all 4
+ * The claim check's largest payloads: 4 of 64 MiB (less the JSON around the string), one per aggregate, so all 4
  * parallel rounds claim one at once and only the round holding the oversize gate may load its row (engine.ts).
  */
-const LARGE_MEMORY_LOAD = { events: 8, payloadBytes: 67_108_864 - 64 };
+const LARGE_MEMORY_LOAD = { events: 4, payloadBytes: 67_108_864 - 64 };
 /** The relay before its byte budget: every claimed payload in memory at once. */
 const UNBOUNDED_BATCH_BYTES = 1_073_741_824;
 /** 5 invocations at a time (OutboxConsumer's default maxConcurrency), 10 records each, 4 records per group. */

@@ -25,7 +25,7 @@ const options = {
   mode: "drain" as const,
   batchMaxBytes: Number(env("BENCH_BATCH_MAX_BYTES")),
   // 64 MiB payloads: printing one takes the database 1.2-2 s on an idle machine, more beside the bench's load.
-  ...(s3Url === undefined ? {} : { statementTimeoutMs: 30_000, publishTimeoutMs: 60_000 }),
+  ...(s3Url === undefined ? {} : { statementTimeoutMs: 120_000, publishTimeoutMs: 120_000 }),
 };
 const pool = new pg.Pool({ connectionString: env("BENCH_DATABASE_URL"), max: options.parallelRounds });
 const created = relayDestination(env("BENCH_SQS_URL"), env("BENCH_QUEUE_URL"), options);
