@@ -4,7 +4,7 @@
 -- 1 MiB maximum. With the claim check the relay sends such a payload as a pointer to an S3 object, so the bound
 -- follows a setting: the one row of {{related:limits}}, `max_payload_bytes` (compact JSON bytes; 1 MiB by
 -- default, as before; at most 64 MiB, the relay's OUTBOX_MAX_PAYLOAD_BYTES limit). Raising it is one statement
--- by the outbox's owner (the migration user), `outbox limits --max-payload-bytes N` or
+-- by the outbox's owner (the migration user; docs/large-payloads.md):
 --   update outbox_limits set max_payload_bytes = 67108864;
 -- and takes effect for the next insert. A row, not a GUC or a function argument: the trigger runs as its owner
 -- (SECURITY DEFINER) and reads it in one primary-key lookup per insert; producers cannot change it (no grant).
