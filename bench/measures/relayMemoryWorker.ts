@@ -8,7 +8,7 @@ import pg from "pg";
 import { claimCheckDestination } from "../../functions/shared/destinations/claimCheck/claimCheck.ts";
 import { s3PayloadStore } from "../../functions/shared/destinations/claimCheck/s3Store.ts";
 import { MAX_PAYLOAD_BYTES_LIMIT } from "../../functions/shared/outbox/payloadPointer.ts";
-import { DEFAULT_RELAY_OPTIONS, runRelay } from "../../functions/shared/relay/engine.ts";
+import { DEFAULT_RELAY_OPTIONS, roundReserveMs, runRelay } from "../../functions/shared/relay/engine.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { relayDestination } from "../lib/sqsClient.ts";
 
@@ -46,7 +46,9 @@ const destroy = () => {
 await pool.query("select 1");
 const idleRss = process.memoryUsage().rss;
 const started = performance.now();
-const summary = await runRelay({ pool, destination, deadline: Date.now() + 600_000 }, options);
+// Ten minutes of rounds past the reserve no round starts without (480 s with the claim check's bounds).
+const deadline = Date.now() + 600_000 + roundReserveMs(options);
+const summary = await runRelay({ pool, destination, deadline }, options);
 const ms = performance.now() - started;
 // maxRSS is in KiB: the process's high-water mark, however briefly it was reached.
 const peakRss = process.resourceUsage().maxRSS * 1024;
