@@ -17,6 +17,7 @@ import { DATABASE_SETTINGS, LOGIN_SETTINGS } from "../functions/shared/db/settin
 import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
 import { METRICS_SETTINGS } from "../functions/shared/observe/settings.ts";
 import { DEFAULT_TABLE, OUTBOX_LOCATION_SETTINGS } from "../functions/shared/outbox/names.ts";
+import { MAX_PAYLOAD_BYTES_LIMIT } from "../functions/shared/outbox/payloadPointer.ts";
 import { PURGE_SETTINGS } from "../functions/shared/purge/settings.ts";
 import { RELAY_SETTINGS } from "../functions/shared/relay/settings.ts";
 import { checkIntegerOption } from "../functions/shared/util/env.ts";
@@ -493,6 +494,9 @@ export class OutboxRelay extends Construct {
       parallelRounds,
       batchSize: tuning.batchSize ?? R.batchSize.default,
       maxMessageBytes,
+      ...(props.largePayloads === undefined
+        ? {}
+        : { maxPayloadBytes: props.largePayloads.maxPayloadBytes ?? MAX_PAYLOAD_BYTES_LIMIT }),
     });
     if (tuning.memorySize !== undefined && tuning.memorySize < memory.memoryMb) {
       throw new Error(

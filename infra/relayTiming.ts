@@ -201,6 +201,8 @@ export interface RelayMemoryInput {
   batchSize: number;
   /** RELAY_MAX_MESSAGE_BYTES: no row larger than this is sent (larger ones are dead-lettered). */
   maxMessageBytes: number;
+  /** With the claim check (OUTBOX_MAX_PAYLOAD_BYTES): one payload this large may be loaded past the budget. */
+  maxPayloadBytes?: number;
 }
 
 export interface RelayMemory {
@@ -218,9 +220,20 @@ export interface RelayMemory {
  * rows of 1 MiB: 2 x 100 MiB of payload before any copy.) Rounded up to a multiple of 64 MB, within Lambda's
  * 128-10,240 MB.
  */
+/**
+ * Copies of the one payload loaded past the budget (the claim check: one round per invocation at a time,
+ * relay/engine.ts): pg's bytes and string, the compact text, the upload's Buffer. Measured (bench "relay peak
+ * RSS", 4 payloads of 64 MiB): 483 MiB peak, 363 MiB over idle, ~5.7 x 64 MiB; 6 x 64 MiB = 384 MB more
+ * than the budget's 448 MB: 832 MB.
+ */
+const OVERSIZE_COPIES = 6;
+
 export function relayMemory(input: RelayMemoryInput): RelayMemory {
   const roundBytes = Math.min(input.batchMaxBytes, input.batchSize * input.maxMessageBytes);
-  const needed = RELAY_BASE_MEMORY_MB + (PAYLOAD_COPIES * input.parallelRounds * roundBytes) / MIB;
+  const needed =
+    RELAY_BASE_MEMORY_MB +
+    (PAYLOAD_COPIES * input.parallelRounds * roundBytes) / MIB +
+    (OVERSIZE_COPIES * (input.maxPayloadBytes ?? 0)) / MIB;
   const memoryMb = Math.max(128, Math.ceil(needed / 64) * 64);
   if (memoryMb > 10_240) {
     throw new Error(
