@@ -9,6 +9,7 @@ import { DEFAULT_RELAY_OPTIONS } from "../functions/shared/relay/engine.ts";
 import { defaultRelayMemory } from "../infra/relayTiming.ts";
 import { type BacklogShape, startBenchDatabase } from "./lib/benchDatabase.ts";
 import { CpuMeter } from "./lib/cpuMeter.ts";
+import { startS3Sink } from "./lib/s3Sink.ts";
 import { startBenchSqsEndpoint } from "./lib/sqsEndpoint.ts";
 import { repeated } from "./lib/stats.ts";
 import { measureClaimAtScale } from "./measures/claimAtScale.ts";
@@ -100,6 +101,11 @@ const ENQUEUE_SHAPES: EnqueueShape[] = [
 const ENQUEUE_DURATION_MS = 5_000;
 /** ~1 MiB events (the largest SQS takes, with the relay's attributes): 2 full batches of 100 per round. */
 const MEMORY_LOAD = { events: 400, payloadBytes: 1_040_000 };
+/**
+ * The claim check's largest payloads: 4 of 64 MiB (less the JSON around the string), one per aggregate, so all 4
+ * parallel rounds claim one at once and only the round holding the oversize gate may load its row (engine.ts).
+ */
+const LARGE_MEMORY_LOAD = { events: 4, payloadBytes: 67_108_864 - 64 };
 /** The relay before its byte budget: every claimed payload in memory at once. */
 const UNBOUNDED_BATCH_BYTES = 1_073_741_824;
 /** 5 invocations at a time (OutboxConsumer's default maxConcurrency), 10 records each, 4 records per group. */
@@ -333,8 +339,25 @@ try {
     );
   }
   if (runs("memory")) {
-    log(`relay peak RSS draining ${MEMORY_LOAD.events} events of ~1 MiB, default options, then unbounded`);
     results.relayMemory = [];
+    log(`relay peak RSS draining ${LARGE_MEMORY_LOAD.events} payloads of 64 MiB through the claim check`);
+    const sink = await startS3Sink();
+    try {
+      results.relayMemory.push(
+        await measureRelayMemory(
+          db.server.url,
+          db.pool,
+          endpoint,
+          LARGE_MEMORY_LOAD,
+          DEFAULT_RELAY_OPTIONS.batchMaxBytes,
+          sink.url,
+        ),
+      );
+    } finally {
+      await sink.close();
+    }
+    log(`claim check, 64 MiB payloads: ${JSON.stringify(results.relayMemory[0])}`);
+    log(`relay peak RSS draining ${MEMORY_LOAD.events} events of ~1 MiB, default options, then unbounded`);
     for (const budget of [DEFAULT_RELAY_OPTIONS.batchMaxBytes, UNBOUNDED_BATCH_BYTES]) {
       results.relayMemory.push(
         await measureRelayMemory(db.server.url, db.pool, endpoint, MEMORY_LOAD, budget),

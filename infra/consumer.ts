@@ -7,6 +7,7 @@ import * as lambda from "aws-cdk-lib/aws-lambda";
 import * as eventSources from "aws-cdk-lib/aws-lambda-event-sources";
 import * as nodejs from "aws-cdk-lib/aws-lambda-nodejs";
 import * as logs from "aws-cdk-lib/aws-logs";
+import type * as s3 from "aws-cdk-lib/aws-s3";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
 import * as sqs from "aws-cdk-lib/aws-sqs";
@@ -22,6 +23,7 @@ import {
   vpcNetworkInterfacesStatement,
 } from "./lambdas.ts";
 import { defaultServicePrefix } from "./naming.ts";
+import { grantPayloadRead } from "./payloadBucket.ts";
 
 /**
  * AWS: "set the source queue's visibility timeout to at least six times the timeout that you configure on your
@@ -112,6 +114,11 @@ export interface OutboxConsumerProps {
   readonly database?: ec2.IConnectable;
   /** Interface endpoints the function reaches AWS through (Secrets Manager, ...): each is opened to it on 443. */
   readonly vpcEndpoints?: ec2.IConnectable[];
+  /**
+   * The relay's payload bucket (OutboxRelay `largePayloads`): s3:GetObject under its prefix, so the inbox can
+   * resolve pointers (docs/large-payloads.md). Set by OutboxRelay for the consumer it creates.
+   */
+  readonly payloadBucket?: { bucket: s3.IBucket; prefix: string };
   /** ApproximateAgeOfOldestMessage above this alarms: the consumer is behind or stuck. Default 900 s. */
   readonly oldestMessageAgeSeconds?: number;
   /** ALARM and OK notifications go here. */
@@ -221,6 +228,7 @@ export class OutboxConsumer extends Construct implements ec2.IConnectable {
       });
     }
     if (props.databaseSecret !== undefined) grantSecretRead(this, role, props.databaseSecret);
+    if (props.payloadBucket !== undefined) grantPayloadRead(props.payloadBucket, role);
 
     // The user's NODE_OPTIONS are kept, source maps added: stack traces in the log point at the handler's code.
     const userNodeOptions = props.environment?.NODE_OPTIONS;

@@ -8,6 +8,7 @@ import type * as kms from "aws-cdk-lib/aws-kms";
 import type * as lambda from "aws-cdk-lib/aws-lambda";
 import * as logs from "aws-cdk-lib/aws-logs";
 import type * as rds from "aws-cdk-lib/aws-rds";
+import type * as s3 from "aws-cdk-lib/aws-s3";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
@@ -17,6 +18,7 @@ import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.t
 import { DESTINATION_DIMENSION } from "../functions/shared/observe/metrics.ts";
 import { METRICS_SETTINGS } from "../functions/shared/observe/settings.ts";
 import { DEFAULT_TABLE, OUTBOX_LOCATION_SETTINGS } from "../functions/shared/outbox/names.ts";
+import { MAX_PAYLOAD_BYTES_LIMIT } from "../functions/shared/outbox/payloadPointer.ts";
 import { PURGE_SETTINGS } from "../functions/shared/purge/settings.ts";
 import { RELAY_SETTINGS } from "../functions/shared/relay/settings.ts";
 import { checkIntegerOption } from "../functions/shared/util/env.ts";
@@ -43,6 +45,12 @@ import { type LoginSecrets, loginSecrets, type OutboxLoginsProps } from "./login
 import { DEFAULT_MIGRATIONS_DIR, hashMigrations, MIGRATE_TIMEOUT, migrationsResource } from "./migrations.ts";
 import { claimMetricsIdentity, DEFAULT_METRICS_NAMESPACE, defaultServicePrefix } from "./naming.ts";
 import { type EndpointService, functionSecurityGroups, withServiceEndpoints } from "./network.ts";
+import {
+  grantPayloadWrite,
+  type LargePayloadsProps,
+  payloadBucket,
+  s3GatewayEndpoint,
+} from "./payloadBucket.ts";
 import {
   DEFAULT_BATCH_MAX_BYTES,
   DEFAULT_BUDGET_MARGIN_MS,
@@ -298,6 +306,11 @@ export interface OutboxRelayProps {
   readonly logRetention?: logs.RetentionDays;
   /** Removal policy of the queues and log groups. Default RETAIN: they may hold undelivered events and evidence. */
   readonly removalPolicy?: RemovalPolicy;
+  /**
+   * Payloads too large for the destination go through S3 in the AWS Extended Client format (the claim check,
+   * docs/large-payloads.md). Opt-in; `{}` creates the bucket. The table's payload limit is raised separately.
+   */
+  readonly largePayloads?: LargePayloadsProps;
   /** Also create a consumer Lambda reading the queue (infra/consumer.ts); its alarms go to the alarm topic. */
   readonly consumer?: Omit<
     OutboxConsumerProps,
@@ -334,6 +347,8 @@ export class OutboxRelay extends Construct {
   readonly dashboard?: cloudwatch.Dashboard;
   readonly metricsNamespace: string;
   readonly consumer?: OutboxConsumer;
+  /** The bucket of payloads sent through S3 (with `largePayloads`). */
+  readonly payloadBucket?: s3.IBucket;
   readonly relayServiceName: string;
   readonly purgeServiceName: string;
   /**
@@ -416,6 +431,14 @@ export class OutboxRelay extends Construct {
       vpcEndpoints,
       connections: database.connections,
     });
+    const payloads =
+      props.largePayloads === undefined ? undefined : payloadBucket(this, props.largePayloads, removalPolicy);
+    if (payloads !== undefined) {
+      this.payloadBucket = payloads.bucket;
+      if (vpcEndpoints !== undefined && vpcEndpoints.length > 0) {
+        s3GatewayEndpoint(this, db.vpc, db.vpcSubnets, this.securityGroups);
+      }
+    }
     const placement: FunctionPlacement = {
       vpc: db.vpc,
       vpcSubnets: db.vpcSubnets,
@@ -533,6 +556,9 @@ export class OutboxRelay extends Construct {
       ...(tuning.targetEventsPerSecond === undefined
         ? {}
         : { targetEventsPerSecond: tuning.targetEventsPerSecond }),
+      ...(props.largePayloads === undefined
+        ? {}
+        : { maxPayloadBytes: props.largePayloads.maxPayloadBytes ?? MAX_PAYLOAD_BYTES_LIMIT }),
     });
     if (tuning.memorySize !== undefined && tuning.memorySize < memory.payloadMb) {
       throw new Error(
@@ -574,12 +600,14 @@ export class OutboxRelay extends Construct {
         ["relay.listen", R.listen, tuning.listen],
       ]),
       ...this.#metricsEnv(this.relayServiceName),
+      ...payloads?.environment,
     };
 
     const { role: relayRole, logGroup: relayLogs } = executionRole(this, "Relay", placement);
     grantSecretRead(this, relayRole, relaySecret);
     if (destination !== undefined) grantRelayPublish(destination, relayRole);
     if (routes !== undefined) grantRoutes(routes.places, relayRole);
+    if (payloads !== undefined) grantPayloadWrite(payloads, relayRole);
     if (props.restrictSendToRelay === true) {
       if (destination === undefined) {
         throw new Error(
@@ -745,6 +773,7 @@ export class OutboxRelay extends Construct {
         alarmTopic: this.alarmTopic,
         ...props.consumer,
         ...(threshold === undefined ? {} : { oldestMessageAgeSeconds: threshold }),
+        ...(payloads === undefined ? {} : { payloadBucket: payloads }),
         queue: this.queue,
       });
     }

@@ -252,6 +252,9 @@ export function defaultRelayMemory(): RelayMemory {
   });
 }
 
+/** Copies of the one payload loaded past the budget with the claim check (relayMemory). */
+const OVERSIZE_COPIES = 6;
+
 export interface RelayMemoryInput {
   /** RELAY_BATCH_MAX_BYTES: payload bytes one round may hold. */
   batchMaxBytes: number;
@@ -263,6 +266,8 @@ export interface RelayMemoryInput {
   maxMessageBytes: number;
   /** Events/s one invocation should reach (its CPU share); default DEFAULT_TARGET_EVENTS_PER_SECOND. */
   targetEventsPerSecond?: number;
+  /** With the claim check (OUTBOX_MAX_PAYLOAD_BYTES): one payload this large may be loaded past the budget. */
+  maxPayloadBytes?: number;
 }
 
 export interface RelayMemory {
@@ -283,16 +288,25 @@ export interface RelayMemory {
  * events with these defaults peaked at 344 MiB RSS). Throughput: 3,000 events/s by default, 768 MB. Each rounded
  * up to a multiple of 64 MB, within Lambda's 128-10,240 MB. Less memory than payloadMb is refused (rounds would
  * not fit); less than throughputMb only publishes fewer events per second.
+ *
+ * Copies of the one payload loaded past the budget (the claim check: one round per invocation at a time,
+ * relay/engine.ts): pg's bytes and string, the compact text, the upload's Buffer. Measured (bench "relay peak
+ * RSS", 4 payloads of 64 MiB): 483 MiB peak, 363 MiB over idle, ~5.7 x 64 MiB; 6 x 64 MiB = 384 MB more
+ * than the budget's 448 MB: 832 MB.
  */
 export function relayMemory(input: RelayMemoryInput): RelayMemory {
   const roundBytes = Math.min(input.batchMaxBytes, input.batchSize * input.maxMessageBytes);
-  const needed = RELAY_BASE_MEMORY_MB + (PAYLOAD_COPIES * input.parallelRounds * roundBytes) / MIB;
+  const needed =
+    RELAY_BASE_MEMORY_MB +
+    (PAYLOAD_COPIES * input.parallelRounds * roundBytes) / MIB +
+    (OVERSIZE_COPIES * (input.maxPayloadBytes ?? 0)) / MIB;
   const payloadMb = Math.max(128, Math.ceil(needed / 64) * 64);
   if (payloadMb > 10_240) {
     throw new Error(
       `the relay would need ${payloadMb} MB (${PAYLOAD_COPIES} x ${input.parallelRounds} parallel rounds x ` +
-        `${roundBytes} bytes per round + ${RELAY_BASE_MEMORY_MB} MB): over Lambda's 10,240 MB; lower ` +
-        "relay.batchMaxBytes or relay.parallelRounds",
+        `${roundBytes} bytes per round + ${RELAY_BASE_MEMORY_MB} MB` +
+        `${input.maxPayloadBytes === undefined ? "" : ` + ${OVERSIZE_COPIES} x ${input.maxPayloadBytes} bytes of one large payload`}` +
+        "): over Lambda's 10,240 MB; lower relay.batchMaxBytes or relay.parallelRounds",
     );
   }
   const throughputMb = throughputMemoryMb(input.targetEventsPerSecond ?? DEFAULT_TARGET_EVENTS_PER_SECOND);

@@ -31,6 +31,8 @@ export async function drainInWorker(input: {
   events: number;
   batchMaxBytes: number;
   quotaMemoryMb?: number;
+  /** An S3 endpoint: the worker publishes through the claim check (measures/relayMemory.ts, 64 MiB payloads). */
+  s3Url?: string;
 }): Promise<WorkerDrain> {
   const { endpoint, events } = input;
   const sqs = relaySqsClient(endpoint.url, DEFAULT_RELAY_OPTIONS.publishTimeoutMs);
@@ -45,6 +47,7 @@ export async function drainInWorker(input: {
         BENCH_SQS_URL: endpoint.url,
         BENCH_QUEUE_URL: queueUrl,
         BENCH_BATCH_MAX_BYTES: String(input.batchMaxBytes),
+        ...(input.s3Url === undefined ? {} : { BENCH_S3_URL: input.s3Url }),
       },
       stdio: ["pipe", "pipe", "inherit"],
     });

@@ -5,6 +5,8 @@ import { drainInWorker } from "../lib/relayWorker.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
 
 export interface RelayMemoryRun {
+  /** Through the claim check (payloads to an S3 sink, pointers to the queue). */
+  claimCheck?: boolean;
   /** RELAY_BATCH_MAX_BYTES of the run. */
   batchMaxBytes: number;
   events: number;
@@ -27,8 +29,13 @@ export async function measureRelayMemory(
   endpoint: BenchSqsEndpoint,
   shape: { events: number; payloadBytes: number },
   batchMaxBytes: number,
+  s3Url?: string,
 ): Promise<RelayMemoryRun> {
   await resetOutbox(pool);
+  // Payloads over 1 MiB need the table's limit raised (migration 0012), as an install using the claim check does.
+  await pool.query("update outbox_limits set max_payload_bytes = $1", [
+    Math.max(1_048_576, shape.payloadBytes + 64),
+  ]);
   // One event per aggregate, so every claim finds a full batch of heads. md5 text does not compress much,
   // like real payloads; `repeat` of a constant would make the stored rows tiny.
   await pool.query(
@@ -45,8 +52,10 @@ export async function measureRelayMemory(
     label: "memory",
     events: shape.events,
     batchMaxBytes,
+    ...(s3Url === undefined ? {} : { s3Url }),
   });
   return {
+    ...(s3Url === undefined ? {} : { claimCheck: true }),
     batchMaxBytes,
     events: shape.events,
     payloadBytes: shape.payloadBytes,

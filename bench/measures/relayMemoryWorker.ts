@@ -6,8 +6,13 @@
  * duration and the process's CPU time (all threads) during it.
  */
 import { once } from "node:events";
+import { S3Client } from "@aws-sdk/client-s3";
 import pg from "pg";
-import { DEFAULT_RELAY_OPTIONS, runRelay } from "../../functions/shared/relay/engine.ts";
+import { claimCheckDestination } from "../../functions/shared/destinations/claimCheck/claimCheck.ts";
+import { s3PayloadStore } from "../../functions/shared/destinations/claimCheck/s3Store.ts";
+import { MAX_PAYLOAD_BYTES_LIMIT } from "../../functions/shared/outbox/payloadPointer.ts";
+import { DEFAULT_RELAY_OPTIONS, roundReserveMs, runRelay } from "../../functions/shared/relay/engine.ts";
+import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { relayDestination } from "../lib/sqsClient.ts";
 
 const env = (name: string) => {
@@ -17,20 +22,39 @@ const env = (name: string) => {
 };
 const mib = (bytes: number) => Math.round((bytes / 1_048_576) * 10) / 10;
 
+const s3Url = process.env.BENCH_S3_URL;
 const options = {
   ...DEFAULT_RELAY_OPTIONS,
   mode: "drain" as const,
   batchMaxBytes: Number(env("BENCH_BATCH_MAX_BYTES")),
+  // 64 MiB payloads: printing one takes the database 1.2-2 s on an idle machine, more beside the bench's load.
+  ...(s3Url === undefined ? {} : { statementTimeoutMs: 120_000, publishTimeoutMs: 120_000 }),
 };
 await once(process.stdin, "data");
 process.stdin.destroy();
 const pool = new pg.Pool({ connectionString: env("BENCH_DATABASE_URL"), max: options.parallelRounds });
-const { destination, destroy } = relayDestination(env("BENCH_SQS_URL"), env("BENCH_QUEUE_URL"), options);
+const created = relayDestination(env("BENCH_SQS_URL"), env("BENCH_QUEUE_URL"), options);
+const s3 =
+  s3Url === undefined ? undefined : new S3Client({ ...LOCAL_AWS, endpoint: s3Url, forcePathStyle: true });
+// With BENCH_S3_URL: the claim check, as the handler builds it with OUTBOX_PAYLOAD_BUCKET set.
+const destination =
+  s3 === undefined
+    ? created.destination
+    : claimCheckDestination(created.destination, s3PayloadStore(s3, "bench-payloads"), {
+        prefix: "",
+        maxPayloadBytes: MAX_PAYLOAD_BYTES_LIMIT,
+      });
+const destroy = () => {
+  created.destroy();
+  s3?.destroy();
+};
 await pool.query("select 1");
 const idleRss = process.memoryUsage().rss;
 const cpuBefore = process.cpuUsage();
 const started = performance.now();
-const summary = await runRelay({ pool, destination, deadline: Date.now() + 600_000 }, options);
+// Ten minutes of rounds past the reserve no round starts without (480 s with the claim check's bounds).
+const deadline = Date.now() + 600_000 + roundReserveMs(options);
+const summary = await runRelay({ pool, destination, deadline }, options);
 const ms = performance.now() - started;
 const cpu = process.cpuUsage(cpuBefore);
 // maxRSS is in KiB: the process's high-water mark, however briefly it was reached.

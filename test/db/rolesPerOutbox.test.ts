@@ -216,6 +216,7 @@ describe("upgrading from 0008 in place", () => {
       "0009_no_back_doors.sql",
       "0010_order_key_highest_seq.sql",
       "0011_delete_on_publish.sql",
+      "0012_payload_limit.sql",
       "0013_trace_context.sql",
     ]);
     const roles = await outboxRoles(pool);

@@ -33,6 +33,8 @@ outbox_events.traceparent text
 outbox_events.tracestate text
 outbox_group_high_water.aggregate_id text not null
 outbox_group_high_water.purged_published_seq bigint not null
+outbox_limits.one_row boolean not null default true
+outbox_limits.max_payload_bytes integer not null default 1048576
 outbox_migrations.name text not null
 outbox_migrations.checksum text not null
 outbox_migrations.applied_at timestamp with time zone not null default now()
@@ -51,6 +53,9 @@ outbox_events outbox_events_pkey PRIMARY KEY (id)
 outbox_events outbox_events_transient_failures_check CHECK ((transient_failures >= 0))
 outbox_events outbox_published_or_dead CHECK (((processed_at IS NULL) OR (dead_lettered_at IS NULL)))
 outbox_group_high_water outbox_group_high_water_pkey PRIMARY KEY (aggregate_id)
+outbox_limits outbox_limits_max_payload_bytes_check CHECK (((max_payload_bytes >= 1024) AND (max_payload_bytes <= 67108864)))
+outbox_limits outbox_limits_one_row_check CHECK (one_row)
+outbox_limits outbox_limits_pkey PRIMARY KEY (one_row)
 outbox_migrations outbox_migrations_pkey PRIMARY KEY (name)
 outbox_roles outbox_roles_job_check CHECK ((job = ANY (ARRAY['relay'::text, 'purge'::text])))
 outbox_roles outbox_roles_pkey PRIMARY KEY (job)
@@ -62,6 +67,7 @@ CREATE UNIQUE INDEX outbox_deleted_on_publish_pkey ON public.outbox_deleted_on_p
 CREATE UNIQUE INDEX outbox_events_pkey ON public.outbox_events USING btree (id)
 CREATE UNIQUE INDEX outbox_group_high_water_pkey ON public.outbox_group_high_water USING btree (aggregate_id)
 CREATE INDEX outbox_group_high_water_seq ON public.outbox_group_high_water USING btree (purged_published_seq)
+CREATE UNIQUE INDEX outbox_limits_pkey ON public.outbox_limits USING btree (one_row)
 CREATE UNIQUE INDEX outbox_migrations_pkey ON public.outbox_migrations USING btree (name)
 CREATE INDEX outbox_pending_group ON public.outbox_events USING btree (aggregate_id, seq) WHERE (processed_at IS NULL)
 CREATE INDEX outbox_pending_group_live ON public.outbox_events USING btree (aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
@@ -128,11 +134,18 @@ CREATE OR REPLACE FUNCTION public.outbox_commit_order()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
       declare
-        max_text constant bigint := 1572864;
-        print_cap constant bigint := 67108864;
+        -- jsonb's text of a payload whose compact JSON is max_payload_bytes: 1.5 x (a space after `,` and `:`).
+        max_text constant bigint := (select l.max_payload_bytes::bigint * 3 / 2 from "public"."outbox_limits" as l);
+        max_header_text constant bigint := 1572864;
+        print_cap bigint;
         payload_bytes bigint;
         header_bytes bigint;
       begin
+        -- The bound counts 6 text bytes per stored byte of a string (`\u0001`), so an ordinary payload at the
+        -- limit bounds at ~6 x max_payload_bytes = 4 x max_text and must be printed to be sized. 64 MiB as before
+        -- at the default limit; raised with it (at 64 MiB: 384 MiB at most, and only for a payload of control
+        -- characters; ~64 MiB and 1.2-2 s for ordinary text), a cost its own producer's insert pays.
+        print_cap := greatest(67108864, 4 * max_text);
         -- Before anything reads NEW: on any other table its columns may be of types whose casts and operators
         -- are someone else's code, which would run with this function's owner's rights.
         if tg_relid is distinct from '"public"."outbox_events"'::regclass then
@@ -153,24 +166,25 @@ AS $function$
         end if;
         if payload_bytes > max_text then
           raise exception using errcode = 'check_violation',
-            message = format('outbox payload: its JSON text %s %s bytes, over %s (the text of the 1 MiB SQS maximum)',
+            message = format('outbox payload: its JSON text %s %s bytes, over %s (the text of max_payload_bytes %s in %s)',
                              case when payload_bytes > print_cap then 'could be up to' else 'is' end,
-                             payload_bytes, max_text),
-            hint = 'numbers are printed in full: send very large or very precise numbers as strings';
+                             payload_bytes, max_text, max_text * 2 / 3, '"public"."outbox_limits"'),
+            hint = 'numbers are printed in full: send very large or very precise numbers as strings; larger '
+                   'payloads need the claim check and a raised limit (docs/large-payloads.md)';
         end if;
         if pg_column_compression(new.headers) is null and pg_column_size(new.headers) <= 6370 then
           header_bytes := octet_length(new.headers::text);
         else
           header_bytes := "public"."outbox_text_bound"(new.headers);
-          if header_bytes > max_text and header_bytes <= print_cap then
+          if header_bytes > max_header_text and header_bytes <= print_cap then
             header_bytes := octet_length(new.headers::text);
           end if;
         end if;
-        if header_bytes > max_text then
+        if header_bytes > max_header_text then
           raise exception using errcode = 'check_violation',
             message = format('outbox headers: their JSON text %s %s bytes, over %s',
                              case when header_bytes > print_cap then 'could be up to' else 'is' end,
-                             header_bytes, max_text);
+                             header_bytes, max_header_text);
         end if;
         new.text_bytes_bound := payload_bytes + header_bytes;
         if tg_op = 'INSERT' then

@@ -7,6 +7,10 @@ import { databaseSourceFromEnv } from "../../functions/shared/db/connection.ts";
 import { MIGRATE_SETTINGS } from "../../functions/shared/db/migrate.ts";
 import { DATABASE_SETTINGS } from "../../functions/shared/db/settings.ts";
 import {
+  CLAIM_CHECK_SETTINGS,
+  claimCheckSettingFromEnv,
+} from "../../functions/shared/destinations/claimCheck/settings.ts";
+import {
   DESTINATION_SETTINGS,
   destinationSettingFromEnv,
 } from "../../functions/shared/destinations/setting.ts";
@@ -50,6 +54,7 @@ const TABLES: SettingsTable[] = [
   OUTBOX_LOCATION_SETTINGS,
   METRICS_SETTINGS,
   MIGRATE_SETTINGS,
+  CLAIM_CHECK_SETTINGS,
 ];
 const KNOWN = new Set(settingRows(...TABLES).map((row) => row.env));
 
@@ -128,6 +133,12 @@ describe("settings rows: what the Lambdas' readers do with them", () => {
   /** Each reader with an environment it accepts and the tables whose rows it reads. */
   const readers: [string, (env: Env) => unknown, Env, SettingsTable[]][] = [
     ["relayConfigFromEnv", relayConfigFromEnv, relayBase, [RELAY_SETTINGS]],
+    [
+      "claimCheckSettingFromEnv",
+      claimCheckSettingFromEnv,
+      { OUTBOX_PAYLOAD_BUCKET: "b" },
+      [CLAIM_CHECK_SETTINGS],
+    ],
     ["purgeConfigFromEnv", purgeConfigFromEnv, relayBase, [PURGE_SETTINGS]],
     ["destinationSettingFromEnv", destinationSettingFromEnv, relayBase, [DESTINATION_SETTINGS]],
     ["databaseSourceFromEnv", databaseSourceFromEnv, secretBase, [DATABASE_SETTINGS]],

@@ -2,6 +2,7 @@ import { isConflict } from "../db/sqlstate.ts";
 import { inSpan, openTelemetry, remoteSpanContext } from "../observe/tracing.ts";
 import { errorMessage } from "../outbox/errors.ts";
 import { sleep } from "../util/sleep.ts";
+import { resolveClaimCheck } from "./claimCheck.ts";
 import { fitsDeadline } from "./deadline.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
 import type { InboxLogger } from "./inboxLogger.ts";
@@ -74,6 +75,8 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
     let inUserHandler = false;
     try {
       event = parseInboxEvent(record);
+      // A payload sent through S3 is read before the transaction; a missing object fails the record here.
+      event = await resolveClaimCheck(event);
       const parsed = event;
       const run = route(parsed);
       type Status = "processed" | "duplicate" | "stale" | "ignored" | "deadline";

@@ -1,5 +1,6 @@
 import { ValidationError } from "../outbox/errors.ts";
 import { STANDARD_ATTRIBUTES } from "../outbox/message.ts";
+import { EXTENDED_PAYLOAD_SIZE } from "../outbox/payloadPointer.ts";
 import { parseJson } from "./envelopeFields.ts";
 import { orderKey, outboxId, sequenceNumber, timestamp, traceContext } from "./eventFields.ts";
 import type { InboxEvent } from "./inboxEvent.ts";
@@ -55,7 +56,7 @@ export function parseRelayMessage(message: RelayMessage, record: SqsRecord): Inb
   const payload = parseJson(message.body, message.where.body);
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(message.attributes)) {
-    if (!STANDARD.has(name)) headers[name] = value;
+    if (!STANDARD.has(name) && name !== EXTENDED_PAYLOAD_SIZE) headers[name] = value;
   }
   return {
     id,

@@ -1,9 +1,13 @@
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { KinesisClient } from "@aws-sdk/client-kinesis";
+import { S3Client } from "@aws-sdk/client-s3";
 import { SNSClient } from "@aws-sdk/client-sns";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { NodeHttpHandler } from "@smithy/node-http-handler";
 import { awsHttpOptions } from "../util/awsClient.ts";
+import { claimCheckDestination } from "./claimCheck/claimCheck.ts";
+import { s3PayloadStore } from "./claimCheck/s3Store.ts";
+import type { ClaimCheckSetting } from "./claimCheck/settings.ts";
 import type { Destination } from "./destination.ts";
 import { eventBridgeDestination, eventBridgeMaxRequestBytes } from "./eventBridge/eventBridge.ts";
 import { kinesisDestination } from "./kinesis/kinesis.ts";
@@ -29,6 +33,8 @@ export interface DestinationClientOptions {
   endpoint?: string;
   region?: string;
   credentials?: { accessKeyId: string; secretAccessKey: string };
+  /** Payloads too large for the destination go through this bucket (claimCheck/); absent: off. */
+  claimCheck?: ClaimCheckSetting;
 }
 
 export interface CreatedDestination {
@@ -86,8 +92,13 @@ export function createDestination(
         });
     }
   };
+  const withClaimCheck = (destination: Destination): Destination => {
+    const claimCheck = options.claimCheck;
+    if (claimCheck === undefined) return destination;
+    return claimCheckDestination(destination, s3PayloadStore(clients.s3(), claimCheck.bucket), claimCheck);
+  };
   if (setting.kind !== "routes") {
-    return { destination: build(setting), destroy: () => clients.destroy() };
+    return { destination: withClaimCheck(build(setting)), destroy: () => clients.destroy() };
   }
   // One destination per distinct place, so routes to one queue share its lane (and its requests).
   const places = new Map<string, Destination>();
@@ -104,7 +115,10 @@ export function createDestination(
     destination: place(route.destination),
   }));
   const fallback = setting.fallback === undefined ? undefined : place(setting.fallback);
-  return { destination: routingDestination(routes, fallback), destroy: () => clients.destroy() };
+  return {
+    destination: withClaimCheck(routingDestination(routes, fallback)),
+    destroy: () => clients.destroy(),
+  };
 }
 
 /** One SDK client per service, made when first needed, all with the same bounds. */
@@ -114,8 +128,11 @@ class Clients {
   #sns: SNSClient | undefined;
   #kinesis: KinesisClient | undefined;
   #eventBridge: EventBridgeClient | undefined;
+  #s3: S3Client | undefined;
+  readonly #endpoint: string | undefined;
 
   constructor(options: DestinationClientOptions) {
+    this.#endpoint = options.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
     this.#common = {
       maxAttempts: 3,
       // A connect timeout, and a request timeout that throws (not only warns) and also bounds a silent socket.
@@ -154,7 +171,14 @@ class Clients {
     return this.#eventBridge;
   }
 
+  s3(): S3Client {
+    // An emulator (moto, LocalStack) answers on one host: path-style addressing, not a bucket subdomain.
+    this.#s3 ??= new S3Client({ ...this.#common, forcePathStyle: this.#endpoint !== undefined });
+    return this.#s3;
+  }
+
   destroy(): void {
-    for (const client of [this.#sqs, this.#sns, this.#kinesis, this.#eventBridge]) client?.destroy();
+    for (const client of [this.#sqs, this.#sns, this.#kinesis, this.#eventBridge, this.#s3])
+      client?.destroy();
   }
 }

@@ -6,6 +6,11 @@ export interface LoadedRow extends ClaimedRow {
   /** jsonb's text form (`{"a": 1}`); compacted when sent. Text, not parsed JSON, so numbers keep their precision. */
   payload: string;
   headers: unknown;
+  /**
+   * Set by the claim check (claimCheck/claimCheck.ts) when `payload` is the pointer to the payload in S3: the
+   * payload's bytes, which SQS and SNS send as the ExtendedPayloadSize attribute and envelopes as a field.
+   */
+  extendedPayloadSize?: number;
 }
 
 /**

@@ -12,6 +12,8 @@ import type { LoadedRow } from "./destination.ts";
  * a 20-digit number reaches the consumer as written. The payload may be any JSON value; the envelope is always
  * an object (EventBridge requires one). The row's trace context joins `headers` as `traceparent`/`tracestate`
  * (where SQS carries them as attributes; a header of the same name is kept as the caller wrote it).
+ * A payload sent through S3 is the pointer `["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName",
+ * "s3Key"}]` beside `"extendedPayloadSize": <bytes>` (docs/large-payloads.md).
  */
 export function detailEnvelope(
   row: LoadedRow,
@@ -27,6 +29,8 @@ export function detailEnvelope(
     seq: String(row.seq),
     createdAt: createdAt.toISOString(),
     headers: trace === undefined ? headers : { ...trace, ...headers },
+    // A claim check (claimCheck/claimCheck.ts): `payload` is then the Extended Client pointer, and this its size.
+    ...(row.extendedPayloadSize === undefined ? {} : { extendedPayloadSize: row.extendedPayloadSize }),
   };
   return `${JSON.stringify(fields).slice(0, -1)},"payload":${compactJsonbText(row.payload)}}`;
 }

@@ -1,4 +1,5 @@
 import { ValidationError } from "./errors.ts";
+import { EXTENDED_PAYLOAD_SIZE } from "./payloadPointer.ts";
 import type { TraceContext } from "./traceContext.ts";
 
 /**
@@ -54,9 +55,14 @@ export interface MessageFields {
   body: string;
   /** The producer's trace context (the row's traceparent/tracestate columns), sent in the attribute slots left. */
   trace?: TraceContext | undefined;
+  /**
+   * Set when the body is a claim-check pointer (payloadPointer.ts): the payload's bytes in S3, sent as the
+   * Number attribute ExtendedPayloadSize that AWS's Extended Clients look for.
+   */
+  extendedPayloadSize?: number;
 }
 
-export type StringAttributes = Record<string, { DataType: "String"; StringValue: string }>;
+export type StringAttributes = Record<string, { DataType: "String" | "Number"; StringValue: string }>;
 
 export function messageAttributes(fields: MessageFields): StringAttributes {
   const attributes: StringAttributes = {};
@@ -70,8 +76,14 @@ export function messageAttributes(fields: MessageFields): StringAttributes {
   put("outboxId", fields.id);
   put("createdAt", fields.createdAt.toISOString());
   put("seq", fields.seq);
-  // The trace context takes the slots the caller's headers left (SQS allows 10 attributes, the relay's six plus
-  // at most 4 headers): with 4 headers there is no room and only the AWSTraceHeader system attribute, which
+  if (fields.extendedPayloadSize !== undefined) {
+    attributes[EXTENDED_PAYLOAD_SIZE] = {
+      DataType: "Number",
+      StringValue: String(fields.extendedPayloadSize),
+    };
+  }
+  // The trace context takes the slots the caller's headers (and ExtendedPayloadSize) left (SQS allows 10
+  // attributes, the relay's six plus at most 4 headers): with 4 headers there is no room and only the AWSTraceHeader system attribute, which
   // uses no slot, carries it; with 3 there is room for traceparent but not tracestate. A header of the same name
   // (the caller passing traceparent itself, as before the column existed) is kept as the caller wrote it.
   for (const [name, value] of [

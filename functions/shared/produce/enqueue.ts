@@ -9,11 +9,13 @@ import {
   checkSqsText,
   DEFAULT_MAX_MESSAGE_BYTES,
   MAX_DELAY_MS,
+  MAX_HEADERS,
   messageAttributes,
   messageSize,
   serializePayload,
 } from "../outbox/message.ts";
 import { type OutboxLocation, outboxNames } from "../outbox/names.ts";
+import { MAX_PAYLOAD_BYTES_LIMIT } from "../outbox/payloadPointer.ts";
 import type { TraceContext } from "../outbox/traceContext.ts";
 import { statementRunner, type TransactionHandle } from "./transactionHandle.ts";
 
@@ -44,6 +46,12 @@ export interface EnqueuedEvent {
 export interface EnqueueOptions extends OutboxLocation {
   /** The queue's MaximumMessageSize; body plus attributes must fit. Default 1 MiB, the SQS maximum. */
   maxMessageBytes?: number;
+  /**
+   * With the relay's claim check on (docs/large-payloads.md): the largest payload, in bytes of its JSON, up to
+   * 64 MiB (the relay's OUTBOX_MAX_PAYLOAD_BYTES; the table's limit, outbox_limits, must allow it too). A message
+   * that would not fit `maxMessageBytes` is then sent through S3 instead of refused. Default: off.
+   */
+  maxPayloadBytes?: number;
 }
 
 interface ValidRow {
@@ -99,13 +107,9 @@ export async function enqueue<T>(
   // The caller's span, when OpenTelemetry is there and a span is active: stored in the row's own columns
   // (migration 0013), so the consumer can continue the trace (observe/tracing.ts; nothing without OpenTelemetry).
   const active = await activeTraceContext();
+  const limits = sizeLimits(options);
   const rows = events.map((event, index) =>
-    validateEvent(
-      event,
-      many ? `events[${index}]` : "event",
-      options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
-      active,
-    ),
+    validateEvent(event, many ? `events[${index}]` : "event", limits, active),
   );
   if (rows.length === 0) return [];
 
@@ -186,12 +190,36 @@ function missing(id: string): never {
   throw new Error(`insert did not return event ${id}`);
 }
 
+interface SizeLimits {
+  maxMessageBytes: number;
+  maxPayloadBytes: number | undefined;
+}
+
+function sizeLimits(options: EnqueueOptions): SizeLimits {
+  const { maxPayloadBytes } = options;
+  if (
+    maxPayloadBytes !== undefined &&
+    !(
+      Number.isInteger(maxPayloadBytes) &&
+      maxPayloadBytes >= 1024 &&
+      maxPayloadBytes <= MAX_PAYLOAD_BYTES_LIMIT
+    )
+  ) {
+    throw new ValidationError(
+      "options.maxPayloadBytes",
+      `must be an integer from 1024 to ${MAX_PAYLOAD_BYTES_LIMIT} (64 MiB), got ${maxPayloadBytes}`,
+    );
+  }
+  return { maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, maxPayloadBytes };
+}
+
 function validateEvent(
   event: OutboxEvent<unknown>,
   at: string,
-  maxMessageBytes: number,
+  limits: SizeLimits,
   active: TraceContext | undefined,
 ): ValidRow {
+  const { maxMessageBytes, maxPayloadBytes } = limits;
   if (event === null || typeof event !== "object") {
     throw new ValidationError(at, "must be an object with aggregateType, aggregateId, eventType and payload");
   }
@@ -230,7 +258,22 @@ function validateEvent(
   // What the relay will send: the body as jsonb prints it back (numbers in full), not JSON.stringify's text.
   const bodySize = jsonbBodySize(payloadJson);
   const size = messageSize("", attributes) + bodySize;
-  if (size > maxMessageBytes) {
+  if (size > maxMessageBytes && maxPayloadBytes !== undefined) {
+    // Through S3 (the relay's claim check): the payload's own limit, and a slot for ExtendedPayloadSize.
+    if (bodySize > maxPayloadBytes) {
+      throw new ValidationError(
+        `${at}.payload`,
+        `is ${bodySize} bytes of JSON, over the claim check's limit of ${maxPayloadBytes} (maxPayloadBytes)`,
+      );
+    }
+    if (Object.keys(headers).length >= MAX_HEADERS) {
+      throw new ValidationError(
+        `${at}.headers`,
+        `has ${Object.keys(headers).length} entries; a payload sent through S3 carries the ExtendedPayloadSize ` +
+          `attribute, which leaves room for ${MAX_HEADERS - 1}`,
+      );
+    }
+  } else if (size > maxMessageBytes) {
     const numbers =
       bodySize > Buffer.byteLength(payloadJson)
         ? `; Postgres prints its numbers in full (${Buffer.byteLength(payloadJson)} bytes as JSON, ${bodySize} ` +
@@ -238,7 +281,8 @@ function validateEvent(
         : "";
     throw new ValidationError(
       `${at}.payload`,
-      `message would be ${size} bytes (payload plus attributes), over the limit of ${maxMessageBytes}${numbers}`,
+      `message would be ${size} bytes (payload plus attributes), over the limit of ${maxMessageBytes}${numbers}` +
+        " (larger payloads: the claim check, maxPayloadBytes, docs/large-payloads.md)",
     );
   }
   return {

@@ -1,4 +1,5 @@
 import { type SessionPool, withTransaction } from "../db/session.ts";
+import type { DestinationClientOptions } from "../destinations/create.ts";
 import type { Destination } from "../destinations/destination.ts";
 import { ConfigError, OutboxError } from "../outbox/errors.ts";
 import { outboxNames } from "../outbox/names.ts";
@@ -160,10 +161,13 @@ export function noProgressError(summary: RelaySummary, pending?: boolean) {
 }
 
 /** How the destination's client is sized and bounded: a socket per request in flight, the publish timeout. */
-export function destinationClientOptions(config: RelayConfig): { sockets: number; requestTimeoutMs: number } {
+export function destinationClientOptions(
+  config: RelayConfig,
+): Pick<DestinationClientOptions, "sockets" | "requestTimeoutMs" | "claimCheck"> {
   return {
     sockets: config.relay.concurrency * config.relay.parallelRounds,
     requestTimeoutMs: config.relay.publishTimeoutMs,
+    ...(config.claimCheck === undefined ? {} : { claimCheck: config.claimCheck }),
   };
 }
 

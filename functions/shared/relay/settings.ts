@@ -1,4 +1,5 @@
 import { type DatabaseSource, databaseSourceFromEnv } from "../db/connection.ts";
+import { type ClaimCheckSetting, claimCheckSettingFromEnv } from "../destinations/claimCheck/settings.ts";
 import { type DestinationSetting, destinationSettingFromEnv } from "../destinations/setting.ts";
 import { outboxLocationFromEnv } from "../outbox/names.ts";
 import type { Env } from "../util/env.ts";
@@ -142,6 +143,8 @@ export interface RelayConfig {
   maxDurationMs?: number;
   /** Wake the dwell loop with LISTEN/NOTIFY (needs the notify trigger; pins RDS Proxy sessions). */
   listen: boolean;
+  /** Payloads too large for the destination go through S3 (OUTBOX_PAYLOAD_BUCKET); absent: off. */
+  claimCheck?: ClaimCheckSetting;
 }
 
 /** Reads and validates the relay's environment once, at cold start; every error names its variable. */
@@ -170,6 +173,7 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
   const database = databaseSourceFromEnv(env);
   const budgetMarginMs = readInteger(env, s.budgetMarginMs);
   const maxDurationMs = readInteger(env, s.maxDurationMs);
+  const claimCheck = claimCheckSettingFromEnv(env);
   return {
     database,
     destination,
@@ -177,5 +181,6 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
     budgetMarginMs,
     ...(maxDurationMs === undefined ? {} : { maxDurationMs }),
     listen: readBoolean(env, s.listen),
+    ...(claimCheck === undefined ? {} : { claimCheck }),
   };
 }

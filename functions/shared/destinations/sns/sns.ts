@@ -10,6 +10,7 @@ import {
   messageAttributes,
   messageSize,
 } from "../../outbox/message.ts";
+import { CLAIM_CHECK_HINT } from "../../outbox/payloadPointer.ts";
 import { messageTrace } from "../../outbox/traceContext.ts";
 import {
   type Destination,
@@ -145,13 +146,14 @@ function prepareMessage(row: LoadedRow, maxMessageBytes: number, fifo: boolean):
       // SNS has no AWSTraceHeader to set (X-Ray's active tracing on a topic traces the topic's own hop): the
       // context goes as traceparent/tracestate attributes, which SNS passes on to subscribers.
       trace: messageTrace(row, headers).context,
+      ...(row.extendedPayloadSize === undefined ? {} : { extendedPayloadSize: row.extendedPayloadSize }),
     });
     if (!fifo) checkName("aggregate_id", row.aggregate_id);
     const size = messageSize(body, attributes);
     if (size > maxMessageBytes) {
       throw new ValidationError(
         "payload",
-        `message is ${size} bytes, over the SNS topic's limit of ${maxMessageBytes}`,
+        `message is ${size} bytes, over the SNS topic's limit of ${maxMessageBytes} (${CLAIM_CHECK_HINT})`,
       );
     }
     const message: Entry = { Message: body, MessageAttributes: attributes };

@@ -5,6 +5,7 @@ import {
 } from "@aws-sdk/client-sqs";
 import { errorMessage, ValidationError } from "../../outbox/errors.ts";
 import { messageSize } from "../../outbox/message.ts";
+import { CLAIM_CHECK_HINT } from "../../outbox/payloadPointer.ts";
 import {
   type Destination,
   type LoadedRow,
@@ -129,7 +130,7 @@ function prepareMessage(row: LoadedRow, maxMessageBytes: number, fifo: boolean):
     if (size > maxMessageBytes) {
       throw new ValidationError(
         "payload",
-        `message is ${size} bytes, over the queue's limit of ${maxMessageBytes}`,
+        `message is ${size} bytes, over the queue's limit of ${maxMessageBytes} (${CLAIM_CHECK_HINT})`,
       );
     }
     return { row, size, message };

@@ -43,6 +43,7 @@ export function sqsMessage(row: LoadedRow, fifo: boolean): SqsMessage {
     seq: row.seq,
     body,
     trace: trace.context,
+    ...(row.extendedPayloadSize === undefined ? {} : { extendedPayloadSize: row.extendedPayloadSize }),
   });
   const message: SqsMessage = fifo
     ? {

@@ -1,12 +1,19 @@
 import type { Queryable } from "../../db/session.ts";
 import { isRowDataError } from "../../db/sqlstate.ts";
 import type { OutboxNames } from "../../outbox/names.ts";
+import { CLAIM_CHECK_HINT } from "../../outbox/payloadPointer.ts";
 
 export interface PayloadLimits {
   /** The queue's MaximumMessageSize. */
   maxMessageBytes: number;
   /** Payload and header bytes one round loads at most; the first sendable row loads whatever its size. */
   budgetBytes: number;
+  /**
+   * Whether the first sendable row may load past the budget (default true). False when another round of this
+   * process already holds such a row: with the claim check a row can be 64 MiB, and parallel rounds each
+   * loading one would multiply that (engine.ts, OversizeGate).
+   */
+  loadOversized?: boolean;
 }
 
 /**
@@ -105,7 +112,7 @@ export async function loadPayloads(
       ids.slice(direct.settled),
       limits,
       limits.budgetBytes - direct.loadedBytes,
-      !direct.results.some((row) => row.status === "loaded"),
+      !direct.results.some((row) => row.status === "loaded") && (limits.loadOversized ?? true),
     )),
   ];
 }
@@ -331,7 +338,7 @@ async function query(
 
 function toLoaded(row: Row, limits: PayloadLimits): LoadedPayload {
   const limit = limits.maxMessageBytes;
-  const notLoaded = "; dead-lettered without loading it";
+  const notLoaded = `; dead-lettered without loading it (${CLAIM_CHECK_HINT})`;
   // A JSON text that could print past the cap is never printed: named and dead-lettered from its bound alone.
   const unprinted = (what: string, bound: unknown): LoadedPayload => ({
     id: row.id,

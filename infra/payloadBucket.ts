@@ -1,0 +1,155 @@
+import { type CfnElement, Duration, type RemovalPolicy, Stack, Token, Validations } from "aws-cdk-lib";
+import * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as iam from "aws-cdk-lib/aws-iam";
+import * as s3 from "aws-cdk-lib/aws-s3";
+import type { Construct } from "constructs";
+import { CLAIM_CHECK_SETTINGS } from "../functions/shared/destinations/claimCheck/settings.ts";
+import { environmentOf } from "./environment.ts";
+
+/** `largePayloads` of OutboxRelay: payloads too large for the destination go through S3 (docs/large-payloads.md). */
+export interface LargePayloadsProps {
+  /**
+   * An existing bucket; its lifecycle and policies are yours (keep objects at least PAYLOAD_EXPIRATION_DAYS).
+   * Default: one created here, SSE-S3, TLS only, public access blocked, objects expiring after 35 days.
+   */
+  readonly bucket?: s3.IBucket;
+  /** Key prefix of the payload objects; the relay may write under it only. Default `outbox-payloads/`. */
+  readonly prefix?: string;
+  /** Payloads over this many bytes always go through S3. Default: only those whose message would not fit. */
+  readonly thresholdBytes?: number;
+  /** Largest payload sent (OUTBOX_MAX_PAYLOAD_BYTES). Default 64 MiB; the table's limit is raised separately. */
+  readonly maxPayloadBytes?: number;
+}
+
+/**
+ * How long a payload object must outlive its message: the queue keeps a message up to 14 days (SQS's maximum,
+ * what the construct's queue is set to), its dead-letter queue another 14 (a message's age counts from its first
+ * enqueue there only for FIFO: "the expiration of a message is always based on its original enqueue timestamp"
+ * for standard queues, so 14 + 14 covers both), and a redrive takes up to a week to be noticed and run. An
+ * object expired before its message is read fails that record loudly (consumer/claimCheck.ts).
+ */
+export const QUEUE_RETENTION_DAYS = 14;
+export const DEAD_LETTER_RETENTION_DAYS = 14;
+export const REDRIVE_WINDOW_DAYS = 7;
+export const PAYLOAD_EXPIRATION_DAYS =
+  QUEUE_RETENTION_DAYS + DEAD_LETTER_RETENTION_DAYS + REDRIVE_WINDOW_DAYS;
+export const DEFAULT_PAYLOAD_PREFIX = "outbox-payloads/";
+
+export interface PayloadBucket {
+  readonly bucket: s3.IBucket;
+  readonly prefix: string;
+  /** The relay's OUTBOX_PAYLOAD_* variables. */
+  readonly environment: Record<string, string>;
+}
+
+export function payloadBucket(
+  scope: Construct,
+  props: LargePayloadsProps,
+  removalPolicy: RemovalPolicy,
+): PayloadBucket {
+  const prefix = props.prefix ?? DEFAULT_PAYLOAD_PREFIX;
+  const bucket = props.bucket ?? createdBucket(scope, prefix, removalPolicy);
+  const C = CLAIM_CHECK_SETTINGS;
+  const environment = {
+    [C.bucket.env]: bucket.bucketName,
+    ...environmentOf("OutboxRelay", [
+      ["largePayloads.prefix", C.prefix, prefix],
+      ["largePayloads.thresholdBytes", C.thresholdBytes, props.thresholdBytes],
+      ["largePayloads.maxPayloadBytes", C.maxPayloadBytes, props.maxPayloadBytes],
+    ]),
+  };
+  return { bucket, prefix, environment };
+}
+
+function createdBucket(scope: Construct, prefix: string, removalPolicy: RemovalPolicy): s3.Bucket {
+  const bucket = new s3.Bucket(scope, "PayloadBucket", {
+    encryption: s3.BucketEncryption.S3_MANAGED,
+    enforceSSL: true,
+    blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+    objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+    removalPolicy,
+    lifecycleRules: [
+      {
+        id: "ExpirePayloads",
+        prefix,
+        expiration: Duration.days(PAYLOAD_EXPIRATION_DAYS),
+        abortIncompleteMultipartUploadAfter: Duration.days(1),
+      },
+    ],
+  });
+  Validations.of(bucket).acknowledge({
+    id: "AwsSolutions-S1",
+    reason:
+      "Payload objects are written by the relay's role only and expire after 35 days; server access logs would " +
+      "need a second bucket. CloudTrail S3 data events cover object-level auditing where it is required.",
+  });
+  return bucket;
+}
+
+/** s3:PutObject under the prefix: the relay writes (and on a retry overwrites) `prefix + outbox id` only. */
+export function grantPayloadWrite(payloads: PayloadBucket, role: iam.IRole): void {
+  grantObjects(payloads, role, "s3:PutObject");
+  payloads.bucket.encryptionKey?.grantEncrypt(role);
+}
+
+/** s3:GetObject under the prefix: the consumer resolves pointers. */
+export function grantPayloadRead(payloads: Pick<PayloadBucket, "bucket" | "prefix">, role: iam.IRole): void {
+  grantObjects(payloads, role, "s3:GetObject");
+  payloads.bucket.encryptionKey?.grantDecrypt(role);
+}
+
+function grantObjects(
+  payloads: Pick<PayloadBucket, "bucket" | "prefix">,
+  role: iam.IRole,
+  action: "s3:PutObject" | "s3:GetObject",
+): void {
+  role.addToPrincipalPolicy(
+    new iam.PolicyStatement({
+      actions: [action],
+      resources: [payloads.bucket.arnForObjects(`${payloads.prefix}*`)],
+    }),
+  );
+  acknowledgeObjectWildcard(payloads, role);
+}
+
+/** cdk-nag v3 acknowledges exact findings: the `prefix*` object ARN, as the rule prints it. */
+function acknowledgeObjectWildcard(
+  payloads: Pick<PayloadBucket, "bucket" | "prefix">,
+  role: iam.IRole,
+): void {
+  const { bucket, prefix } = payloads;
+  const child = bucket.node.defaultChild as CfnElement | undefined;
+  const arn =
+    Token.isUnresolved(bucket.bucketArn) && child !== undefined
+      ? `<${Stack.of(bucket).getLogicalId(child)}.Arn>`
+      : bucket.bucketArn;
+  Validations.of(role).acknowledge({
+    id: `AwsSolutions-IAM5[Resource::${arn}/${prefix}*]`,
+    reason:
+      "The payload objects' keys are the prefix plus an outbox id, unknown until an event is written: the " +
+      "wildcard covers that one prefix of the payload bucket, for this one action.",
+  });
+}
+
+/**
+ * With interface endpoints (no NAT), S3 is reached through a gateway endpoint on the subnets' route tables. A
+ * gateway endpoint has no security group: the functions' group needs HTTPS egress to S3's prefix list, which
+ * CloudFormation cannot look up without a custom resource, so the rule allows 443 to any address. In a VPC
+ * without a NAT gateway nothing else is routable on it.
+ */
+export function s3GatewayEndpoint(
+  scope: Construct,
+  vpc: ec2.IVpc,
+  subnets: ec2.SubnetSelection | undefined,
+  groups: readonly ec2.ISecurityGroup[],
+): ec2.GatewayVpcEndpoint {
+  const endpoint = new ec2.GatewayVpcEndpoint(scope, "S3Endpoint", {
+    vpc,
+    service: ec2.GatewayVpcEndpointAwsService.S3,
+    ...(subnets === undefined ? {} : { subnets: [subnets] }),
+  });
+  for (const group of groups) {
+    group.addEgressRule(ec2.Peer.anyIpv4(), ec2.Port.tcp(443), "HTTPS to S3 through its gateway endpoint");
+  }
+  return endpoint;
+}
