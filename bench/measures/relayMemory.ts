@@ -1,5 +1,4 @@
 import type pg from "pg";
-import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
 import { resetOutbox } from "../lib/benchDatabase.ts";
 import { drainInWorker } from "../lib/relayWorker.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
