@@ -18,8 +18,15 @@ const { GREATER_THAN_THRESHOLD, GREATER_THAN_OR_EQUAL_TO_THRESHOLD, LESS_THAN_TH
 const RUNBOOK = "Runbook: docs/deploy.md#runbook; failure table: docs/operations.md#what-pages-you";
 const MINUTE = Duration.minutes(1);
 
+/**
+ * 900 s: with the default backoff (1 s doubling to a 300 s cap, 10 attempts) a poison event retries for about
+ * 1+2+4+...+256+300 = 811 s before it is dead-lettered; 15 minutes lets that run its course (the dead-letter alarm
+ * reports it) while a stuck aggregate still alarms within the quarter hour.
+ */
+const OLDEST_PENDING_AGE_SECONDS = 900;
+
 export interface OutboxAlarmThresholds {
-  /** OldestPendingAgeSeconds above this alarms. Default 900 (see the alarm). */
+  /** OldestPendingAgeSeconds above this alarms (per destination behind routes). Default 900 (see the alarm). */
   readonly oldestPendingAgeSeconds?: number;
   /** PendingEvents above this alarms. Default 1000. */
   readonly pendingEvents?: number;
@@ -295,17 +302,34 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       // Every snapshot writes PendingEvents: silence is the failure.
       treatMissingData: BREACHING,
     },
-    {
+    ...(subjects.destinations ?? []).map((place) => ({
+      key: `oldestPendingAge${place.label}`,
+      id: `${place.label}OldestPendingAgeAlarm`,
+      description:
+        `The oldest unpublished outbox event bound for ${place.metricName} is older than the threshold: the relay ` +
+        `is not keeping up with it, cannot reach it, or one of its aggregates is stuck behind retries. ${RUNBOOK}`,
+      // One alarm per destination instead of the outbox-wide one, which would page a second time for the same
+      // stalled destination without saying which. Written by every snapshot for every destination, zeros
+      // included (observe/pendingByDestination.ts); events no route takes are dead-lettered at their first claim
+      // (DeadLetters pages), so the destinations cover every pending event a running relay can publish.
+      metric: subjects.metric(METRIC.oldestPendingAgeSeconds, "purge", {
+        statistic: "Maximum",
+        period: gaugePeriod,
+        destination: place.metricName,
+      }),
+      threshold: thresholds.oldestPendingAgeSeconds ?? OLDEST_PENDING_AGE_SECONDS,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: gaugePeriods,
+      treatMissingData: MISSING,
+    })),
+    (subjects.destinations ?? []).length === 0 && {
       key: "oldestPendingAge",
       id: "OldestPendingAgeAlarm",
       description:
         "The oldest unpublished outbox event is older than the threshold: the relay is not keeping up, cannot " +
         `reach SQS, or one aggregate is stuck behind retries. ${RUNBOOK}`,
       metric: gauge(METRIC.oldestPendingAgeSeconds),
-      // 900 s: with the default backoff (1 s doubling to a 300 s cap, 10 attempts) a poison event retries for
-      // about 1+2+4+...+256+300 = 811 s before it is dead-lettered; 15 minutes lets that run its course (the
-      // dead-letter alarm reports it) while a stuck aggregate still alarms within the quarter hour.
-      threshold: thresholds.oldestPendingAgeSeconds ?? 900,
+      threshold: thresholds.oldestPendingAgeSeconds ?? OLDEST_PENDING_AGE_SECONDS,
       comparison: GREATER_THAN_THRESHOLD,
       evaluationPeriods: gaugePeriods,
       // Silence is SnapshotStopped's to report; here it keeps the last state instead of flapping to OK.

@@ -108,16 +108,30 @@ export function createDashboard(
             [
               new cloudwatch.GraphWidget({
                 title: "Published per destination per minute",
-                width: 12,
+                width: 8,
                 left: (subjects.destinations ?? []).map((place) =>
                   perDestination(METRIC.eventsPublished, place.metricName),
                 ),
               }),
               new cloudwatch.GraphWidget({
                 title: "Publish failures per destination per minute",
-                width: 12,
+                width: 8,
                 left: (subjects.destinations ?? []).map((place) =>
                   perDestination(METRIC.publishFailures, place.metricName),
+                ),
+              }),
+              // From the purge's snapshot, as its alarms read it (one per destination).
+              new cloudwatch.GraphWidget({
+                title: "Oldest pending age per destination (s)",
+                width: 8,
+                left: (subjects.destinations ?? []).map((place) =>
+                  subjects
+                    .metric(METRIC.oldestPendingAgeSeconds, "purge", {
+                      statistic: "Maximum",
+                      period: metricsRate,
+                      destination: place.metricName,
+                    })
+                    .with({ label: place.metricName }),
                 ),
               }),
             ],

@@ -670,6 +670,11 @@ export class OutboxRelay extends Construct {
         ],
       ]),
       ...this.#metricsEnv(this.purgeServiceName),
+      // Behind routes, the relay's route table and default: the snapshot reports the backlog per destination by
+      // the relay's own reader and matcher (names only: the purge gets no grant on any of them).
+      ...(routes === undefined
+        ? {}
+        : { ...destination?.environment, [DESTINATION_SETTINGS.routes.env]: routes.json }),
     };
     if (typeof purge.reservedConcurrency === "number") {
       checkIntegerOption("OutboxRelay purge.reservedConcurrency", purge.reservedConcurrency, 1, 1000);

@@ -12,6 +12,7 @@ import * as sns from "aws-cdk-lib/aws-sns";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import { describe, expect, it } from "vitest";
 import { parseRoutes } from "../../functions/shared/destinations/routing/routes.ts";
+import { routeTableFromEnv } from "../../functions/shared/destinations/routing/table.ts";
 import { destinationSettingFromEnv } from "../../functions/shared/destinations/setting.ts";
 import { targetName } from "../../functions/shared/destinations/targets.ts";
 import type { OutboxRoute } from "../../infra/outboxRelay.ts";
@@ -69,6 +70,18 @@ function deployed(value: unknown): unknown {
     return parts.map(deployed).join(separator);
   }
   return value;
+}
+
+/** The environment of the function that has `variable`, its values as CloudFormation would make them. */
+function functionEnvironment(template: Template, variable: string): Record<string, unknown> {
+  const [found] = Object.values(
+    template.findResources("AWS::Lambda::Function", {
+      Properties: { Environment: { Variables: Match.objectLike({ [variable]: Match.anyValue() }) } },
+    }),
+  ) as { Properties: { Environment: { Variables: Record<string, unknown> } } }[];
+  if (found === undefined) throw new Error(`no function with ${variable}`);
+  const variables = found.Properties.Environment.Variables;
+  return Object.fromEntries(Object.entries(variables).map(([name, value]) => [name, deployed(value)]));
 }
 
 function relayEnvironment(template: Template, raw = false): Record<string, unknown> {
@@ -328,6 +341,67 @@ describe("OutboxRelay routes", () => {
     expect(names).toContain("kinesis:audit");
     const dashboard = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));
     for (const name of names) expect(dashboard).toContain(`label\\":\\"${name}\\"`);
+  });
+
+  it("gives the purge the relay's routes, alarms on each destination's oldest pending age, graphs it, no total", () => {
+    const { template } = outboxStack((stack) => ({
+      destination: sqs.Queue.fromQueueArn(stack, "Default", arn("sqs", "rest.fifo")),
+      routes: importedRoutes(stack),
+    }));
+    const purgeEnvironment = functionEnvironment(template, "PURGE_RETENTION_HOURS");
+    const relay = relayEnvironment(template);
+    expect(purgeEnvironment.OUTBOX_ROUTES).toEqual(relay.OUTBOX_ROUTES);
+    expect(purgeEnvironment.OUTBOX_QUEUE_URL).toEqual(relay.OUTBOX_QUEUE_URL);
+    // The names the purge writes in its `destination` dimension, by the relay's reader and matcher.
+    const names = (routeTableFromEnv(purgeEnvironment as Record<string, string>)?.lanes ?? []).map(
+      (lane) => lane.name,
+    );
+    expect(names).toEqual([
+      "sqs-fifo:orders.fifo",
+      "sns-fifo:payments.fifo",
+      "kinesis:audit",
+      "sqs:notifications",
+      "eventbridge:customers",
+      "sqs-fifo:rest.fifo",
+    ]);
+    const alarms = Object.values(
+      template.findResources("AWS::CloudWatch::Alarm", {
+        Properties: { MetricName: "OldestPendingAgeSeconds" },
+      }),
+    );
+    const alarmed = alarms.map((alarm) => {
+      expect(alarm.Properties).toMatchObject({
+        Threshold: 900,
+        Statistic: "Maximum",
+        TreatMissingData: "missing",
+      });
+      const dimensions = alarm.Properties.Dimensions as { Name: string; Value: unknown }[];
+      expect(dimensions.find((dimension) => dimension.Name === "service")?.Value).toMatch(/-purge$/);
+      return dimensions.find((dimension) => dimension.Name === "destination")?.Value;
+    });
+    // One per destination and none outbox-wide: a stalled destination pages once.
+    expect(alarmed.sort()).toEqual([...names].sort());
+    const dashboard = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));
+    expect(dashboard).toContain("Oldest pending age per destination");
+    for (const name of names) {
+      expect(dashboard).toMatch(
+        new RegExp(`OldestPendingAgeSeconds[^\\]]*destination\\\\",\\\\"${name}\\\\"`),
+      );
+    }
+  });
+
+  it("keeps the outbox-wide oldest pending age alarm without routes, and the purge gets no route table", () => {
+    const { template } = outboxStack(() => ({}));
+    const purgeEnvironment = functionEnvironment(template, "PURGE_RETENTION_HOURS");
+    expect(purgeEnvironment).not.toHaveProperty("OUTBOX_ROUTES");
+    expect(purgeEnvironment).not.toHaveProperty("OUTBOX_QUEUE_URL");
+    const alarms = Object.values(
+      template.findResources("AWS::CloudWatch::Alarm", {
+        Properties: { MetricName: "OldestPendingAgeSeconds" },
+      }),
+    );
+    expect(alarms).toHaveLength(1);
+    expect(JSON.stringify(alarms[0]?.Properties.Dimensions)).not.toContain("destination");
   });
 
   it("passes cdk-nag and cfn-lint with routes to all five kinds created in the stack, behind endpoints", () => {

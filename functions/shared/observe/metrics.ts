@@ -5,7 +5,7 @@ import type { Env } from "../util/env.ts";
 import { readInteger, readText } from "../util/settings.ts";
 import { METRIC } from "./metricNames.ts";
 import { DEFAULT_METRICS_EVENT_TYPES, METRICS_SETTINGS, serviceNameFromEnv } from "./settings.ts";
-import type { OutboxSnapshot } from "./sql/outboxSnapshot.ts";
+import type { RoutedOutboxSnapshot } from "./snapshot.ts";
 
 /**
  * CloudWatch metrics, written as Embedded Metric Format log lines through Powertools Metrics (no
@@ -48,17 +48,36 @@ export function recordSnapshotError(metrics: Metrics): void {
   metrics.addMetric(METRIC.snapshotErrors, MetricUnit.Count, 1);
 }
 
-/** How the outbox stands, once per purge run (scheduled every minute, the alarms' period). */
-export function recordOutboxSnapshot(metrics: Metrics, snapshot: OutboxSnapshot): void {
+/**
+ * How the outbox stands, once per purge run (scheduled every minute, the alarms' period). Behind a route table,
+ * PendingEvents and OldestPendingAgeSeconds per destination too, on lines of their own with the relay's
+ * `destination` dimension (every destination each run, zeros included: their alarms see 0, not missing data).
+ */
+export function recordOutboxSnapshot(metrics: Metrics, snapshot: RoutedOutboxSnapshot): void {
   metrics.addMetric(METRIC.snapshotErrors, MetricUnit.Count, 0);
   metrics.addMetric(METRIC.pendingEvents, MetricUnit.Count, snapshot.pending);
   metrics.addMetric(
     METRIC.oldestPendingAgeSeconds,
     MetricUnit.Seconds,
-    Math.round(snapshot.oldestPendingAgeSeconds * 1000) / 1000,
+    seconds(snapshot.oldestPendingAgeSeconds),
   );
   metrics.addMetric(METRIC.deadLetters, MetricUnit.Count, snapshot.deadLetters);
   metrics.addMetric(METRIC.blockedAggregates, MetricUnit.Count, snapshot.blockedAggregates);
+  for (const place of snapshot.byDestination ?? []) {
+    metrics
+      .singleMetric()
+      .addDimension(DESTINATION_DIMENSION, place.destination)
+      .addMetric(METRIC.pendingEvents, MetricUnit.Count, place.pending);
+    metrics
+      .singleMetric()
+      .addDimension(DESTINATION_DIMENSION, place.destination)
+      .addMetric(METRIC.oldestPendingAgeSeconds, MetricUnit.Seconds, seconds(place.oldestPendingAgeSeconds));
+  }
+}
+
+/** Milliseconds' precision is all an age alarm needs. */
+function seconds(value: number): number {
+  return Math.round(value * 1000) / 1000;
 }
 
 /**

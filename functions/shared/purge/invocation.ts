@@ -2,6 +2,7 @@ import type { Metrics } from "@aws-lambda-powertools/metrics";
 import type { SessionPool } from "../db/session.ts";
 import { recordOutboxSnapshot, recordPurgeSummary, recordSnapshotError } from "../observe/metrics.ts";
 import { readOutboxSnapshot } from "../observe/snapshot.ts";
+import { MAX_PENDING_PAIRS } from "../observe/sql/pendingByRoute.ts";
 import { errorMessage } from "../outbox/errors.ts";
 import type { Logger } from "../util/logger.ts";
 import { type PurgeSummary, runPurge } from "./purge.ts";
@@ -31,15 +32,24 @@ export async function purgeInvocation(
   const failures: string[] = [];
   // The snapshot first: the alarms depend on it, and it is bounded by the statement timeout. It reads only
   // unpublished rows, which the purge does not touch (dead letters aside, when their retention is set).
-  const snapshot = await readOutboxSnapshot(deps.pool, config.purge).catch((error: unknown) => {
-    recordSnapshotError(metrics);
-    failures.push(`outbox snapshot failed: ${errorMessage(error)}`);
-    logger.error("outbox snapshot failed; its metrics are missing for this run", {
-      error: errorMessage(error),
-    });
-    return undefined;
-  });
+  const snapshot = await readOutboxSnapshot(deps.pool, { ...config.purge, routes: config.routes }).catch(
+    (error: unknown) => {
+      recordSnapshotError(metrics);
+      failures.push(`outbox snapshot failed: ${errorMessage(error)}`);
+      logger.error("outbox snapshot failed; its metrics are missing for this run", {
+        error: errorMessage(error),
+      });
+      return undefined;
+    },
+  );
   if (snapshot !== undefined) recordOutboxSnapshot(metrics, snapshot);
+  if (snapshot?.capped === true) {
+    logger.warn(
+      "too many (aggregate_type, event_type) pairs are pending: the per-destination PendingEvents count the " +
+        "oldest pairs only (the outbox-wide figures are exact)",
+      { maxPairs: MAX_PENDING_PAIRS },
+    );
+  }
   let result: PurgeSummary | { snapshotOnly: true };
   if (snapshotOnly) {
     logger.info("outbox snapshot", { snapshot });

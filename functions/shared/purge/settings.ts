@@ -1,4 +1,6 @@
 import { type DatabaseSource, databaseSourceFromEnv } from "../db/connection.ts";
+import { type RouteTable, routeTableFromEnv } from "../destinations/routing/table.ts";
+import type { TargetSetting } from "../destinations/targets.ts";
 import { outboxLocationFromEnv } from "../outbox/names.ts";
 import type { Env } from "../util/env.ts";
 import { integerSetting, readInteger } from "../util/settings.ts";
@@ -71,6 +73,11 @@ export interface PurgeConfig {
   purge: PurgeOptions;
   /** Stop starting batches this long (plus one statement timeout) before the Lambda deadline. */
   budgetMarginMs: number;
+  /**
+   * The relay's route table (OUTBOX_ROUTES and its default, which the construct gives the purge too): the
+   * snapshot reports the backlog per destination by it. Names only: the purge publishes nothing.
+   */
+  routes?: RouteTable<TargetSetting>;
 }
 
 /** Reads and validates the purge's environment once, at cold start; every error names its variable. */
@@ -85,7 +92,9 @@ export function purgeConfigFromEnv(env: Env): PurgeConfig {
     pausePercent: readInteger(env, s.pausePercent),
   };
   validatePurgeOptions(purge);
+  const routes = routeTableFromEnv(env);
   return {
+    ...(routes === undefined ? {} : { routes }),
     database: databaseSourceFromEnv(env),
     purge,
     budgetMarginMs: readInteger(env, s.budgetMarginMs),

@@ -8,8 +8,8 @@ import type {
   PublishResult,
   RequestChannel,
 } from "../destination.ts";
-import { lastSegment } from "../targets.ts";
-import { compileMatch, type RouteMatch } from "./routes.ts";
+import type { RouteMatch } from "./routes.ts";
+import { NO_ROUTE_DESTINATION, routeTable } from "./table.ts";
 
 /** One route of a router: the events it matches and the destination that takes them. */
 export interface Route {
@@ -49,39 +49,23 @@ export const NO_ROUTE = "no route";
  * Routes that name the same Destination object share one lane.
  */
 export function routingDestination(routes: readonly Route[], fallback?: Destination): Destination<Routed> {
-  const lanes: Lane[] = [];
-  const laneOf = new Map<Destination, number>();
-  const names = new Set<string>();
-  const addLane = (destination: Destination): number => {
-    const known = laneOf.get(destination);
-    if (known !== undefined) return known;
-    let name = `${destination.kind}:${lastSegment(destination.target)}`;
-    for (let n = 2; names.has(name); n++)
-      name = `${destination.kind}:${lastSegment(destination.target)}#${n}`;
-    names.add(name);
-    const lane = lanes.length;
-    lanes.push({
-      destination,
-      name,
-      channel: {
-        id: String(lane),
-        maxBatchEntries: destination.maxBatchEntries,
-        maxBatchBytes: destination.maxBatchBytes,
-      },
-    });
-    laneOf.set(destination, lane);
-    return lane;
-  };
   if (routes.length === 0 && fallback === undefined) {
     throw new ConfigError("a router needs at least one route or a default destination");
   }
-  const table = routes.map((route) => ({
-    matches: compileMatch(route.match),
-    lane: addLane(route.destination),
+  const table = routeTable(routes, fallback, (destination) => ({
+    kind: destination.kind,
+    address: destination.target,
   }));
-  const fallbackLane = fallback === undefined ? undefined : addLane(fallback);
-  const route = (row: ClaimedRow): number | undefined =>
-    table.find((entry) => entry.matches(row.aggregate_type, row.event_type))?.lane ?? fallbackLane;
+  const lanes: Lane[] = table.lanes.map(({ target: destination, name }, lane) => ({
+    destination,
+    name,
+    channel: {
+      id: String(lane),
+      maxBatchEntries: destination.maxBatchEntries,
+      maxBatchBytes: destination.maxBatchBytes,
+    },
+  }));
+  const route = (row: ClaimedRow): number | undefined => table.laneOf(row.aggregate_type, row.event_type);
 
   const send = async (batch: readonly Prepared<Routed>[], signal?: AbortSignal): Promise<PublishResult[]> => {
     // The publisher sends one channel per request; a mixed batch (another caller) is split, lanes at once.
@@ -132,7 +116,7 @@ export function routingDestination(routes: readonly Route[], fallback?: Destinat
     channelOf: (message) => (lanes[message.message.lane] as Lane).channel,
     destinationOf: (row) => {
       const lane = route(row);
-      return lane === undefined ? "none" : (lanes[lane] as Lane).name;
+      return lane === undefined ? NO_ROUTE_DESTINATION : (lanes[lane] as Lane).name;
     },
     check: async (timeoutMs) => {
       const checks = await Promise.all(
