@@ -61,7 +61,8 @@ export class KinesisEventSource {
         continue;
       }
       // Sequence numbers are decimal strings of up to 128 bits that grow per shard: compared as numbers.
-      const lowest = failed.reduce((a, b) => (b < a ? b : a));
+      let lowest = failed[0] as bigint;
+      for (const sequence of failed) if (sequence < lowest) lowest = sequence;
       this.#iterators.set(
         shardId,
         await this.#iterator(shardId, "AT_SEQUENCE_NUMBER", String(lowest), options),
