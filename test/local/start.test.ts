@@ -50,6 +50,16 @@ async function resetDatabase() {
   await db.pool.query("truncate outbox_events");
 }
 
+/** The demo consumer's inbox against the outbox: each consumed once, only published events. */
+async function inboxAgainstOutbox() {
+  const { rows } = await db.pool.query(
+    `select count(*)::int as inbox, count(distinct i.outbox_id)::int as distinct_ids,
+            count(*) filter (where o.processed_at is null)::int as unpublished
+     from demo_consumer.inbox as i left join outbox_events as o on o.id = i.outbox_id`,
+  );
+  return rows[0];
+}
+
 /** The figure on a summary line such as `  events written    412`. */
 function figure(output: string, label: string): number {
   const match = new RegExp(`^  ${label}\\s+(\\d+)`, "m").exec(output);
@@ -131,12 +141,7 @@ describe("npm start (local/start.ts)", () => {
     expect(run.output).toMatch(/^ {2}out of order \(info\)\s+\d+\s+arrived after a later event/m);
     expect(run.output).not.toMatch(/order violations/);
     expect(run.output).toMatch(/^result: OK, .*order not guaranteed by the bus/m);
-    const { rows } = await db.pool.query(
-      `select count(*)::int as inbox, count(distinct i.outbox_id)::int as distinct_ids,
-              count(*) filter (where o.processed_at is null)::int as unpublished
-       from demo_consumer.inbox as i left join outbox_events as o on o.id = i.outbox_id`,
-    );
-    expect(rows[0]).toEqual({ inbox: written, distinct_ids: written, unpublished: 0 });
+    expect(await inboxAgainstOutbox()).toEqual({ inbox: written, distinct_ids: written, unpublished: 0 });
   });
 
   // Each kind through the shared endpoint (moto, or LocalStack with Docker): a few seconds at 10 events/s.
@@ -183,12 +188,7 @@ describe("npm start (local/start.ts)", () => {
       expect(figure(run.output, "order violations")).toBe(0);
       expect(run.output).toMatch(/^result: OK, .*in order per order/m);
     }
-    const { rows } = await db.pool.query(
-      `select count(*)::int as inbox, count(distinct i.outbox_id)::int as distinct_ids,
-              count(*) filter (where o.processed_at is null)::int as unpublished
-       from demo_consumer.inbox as i left join outbox_events as o on o.id = i.outbox_id`,
-    );
-    expect(rows[0]).toEqual({ inbox: written, distinct_ids: written, unpublished: 0 });
+    expect(await inboxAgainstOutbox()).toEqual({ inbox: written, distinct_ids: written, unpublished: 0 });
   });
 
   it("--destination with an unknown kind is refused, listing the choices; --help lists them too", async () => {
