@@ -6,21 +6,24 @@
  *   npm start                          runs until Ctrl-C
  *   npm start -- --duration 60         stops by itself
  *   npm start -- --chaos               kills the relay mid-batch, takes SQS down, crashes the consumer
- *   npm start -- --destination eventbridge   publishes to an EventBridge bus; a rule feeds the consumer's queue
+ *   npm start -- --destination <kind>  publishes to sqs-fifo (the default), sqs (standard), sns-fifo or sns (a
+ *                                      topic with the consumer's queue subscribed), kinesis (a stream the
+ *                                      consumer polls) or eventbridge (a bus whose rule feeds the consumer's queue)
  *
- * Needs nothing running: Postgres and SQS are started locally (DATABASE_URL, AWS_ENDPOINT_URL or
+ * Needs nothing running: Postgres and an AWS endpoint are started locally (DATABASE_URL, AWS_ENDPOINT_URL or
  * OUTBOX_QUEUE_URL, when set, are used instead). Exits 1 if an event was lost or arrived out of order (through
- * a bus, which does not order, only if one was lost).
+ * a bus or a standard queue or topic, which do not order, only if one was lost).
  */
 import { Command, Option } from "commander";
 import { integerIn } from "../cli/options.ts";
 import { DemoRun, printSummary } from "./demo/run.ts";
+import { DEMO_DESTINATIONS, type DemoDestination } from "./demo/targets.ts";
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 
 const options = new Command("npm start --")
   .description(
-    "Run producer -> outbox -> relay -> SQS FIFO (or an EventBridge bus) -> consumer locally, with a live view",
+    "Run producer -> outbox -> relay -> SQS FIFO (or another --destination) -> consumer locally, with a live view",
   )
   .option(
     "--duration <seconds>",
@@ -29,17 +32,20 @@ const options = new Command("npm start --")
   )
   .option(
     "--chaos",
-    "kill the relay mid-batch, make SQS fail for a few seconds, crash the consumer once (SQS FIFO only)",
+    "kill the relay mid-batch, make SQS fail for a few seconds, crash the consumer once (sqs-fifo only)",
   )
   .addOption(
     new Option(
       "--destination <kind>",
-      "where the relay publishes: sqs (FIFO queue) or eventbridge (a bus, whose rule delivers to a queue the " +
-        "consumer reads; on LocalStack when Docker answers, else on the in-process endpoint, because moto " +
-        "routes about 2 events/s from a bus to a queue)",
+      "where the relay publishes, named as OUTBOX_ROUTES names the kinds (docs/routing.md): sqs-fifo (a FIFO " +
+        "queue), sqs (a standard queue), sns-fifo / sns (a topic with the consumer's queue subscribed, raw " +
+        "message delivery), kinesis (a stream the consumer polls), eventbridge (a bus whose rule delivers to the " +
+        "consumer's queue; on LocalStack when Docker answers, else on the in-process endpoint, because moto " +
+        "routes about 2 events/s from a bus to a queue). The others run on LocalStack or moto. Order is kept " +
+        "per order by sqs-fifo, sns-fifo and kinesis only",
     )
-      .choices(["sqs", "eventbridge"])
-      .default("sqs"),
+      .choices(DEMO_DESTINATIONS)
+      .default("sqs-fifo"),
   )
   .option(
     "--rate <events/s>",
@@ -60,13 +66,16 @@ const options = new Command("npm start --")
     chaos?: boolean;
     rate: number;
     openOrders: number;
-    destination: "sqs" | "eventbridge";
+    destination: DemoDestination;
   }>();
 
-if (options.chaos === true && options.destination === "eventbridge") {
-  // The chaos faults are SQS's (the proxy recognises SendMessageBatch to kill the relay after an accepted batch);
-  // the bus's faults are exercised by test/chaos/eventbridge.chaos.ts.
-  process.stderr.write("npm start: --chaos runs with --destination sqs only\n");
+if (options.chaos === true && options.destination !== "sqs-fifo") {
+  // The chaos faults are SQS FIFO's (the proxy recognises SendMessageBatch to kill the relay after an accepted
+  // batch, and the order the run checks is the FIFO queue's); the bus's faults are exercised by
+  // test/chaos/eventbridge.chaos.ts, the other destinations' by test/destinations/routing.handler.test.ts.
+  process.stderr.write(
+    `npm start: --chaos runs with --destination sqs-fifo (the default) only, not ${options.destination}\n`,
+  );
   process.exit(2);
 }
 

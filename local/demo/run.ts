@@ -12,14 +12,16 @@ import { migrate } from "../../functions/shared/db/migrate.ts";
 import { errorMessage } from "../../functions/shared/outbox/errors.ts";
 import { type OutboxNames, outboxNames } from "../../functions/shared/outbox/names.ts";
 import { type FaultProxy, startFaultProxy } from "../fakes/faultProxy.ts";
+import { KinesisEventSource } from "../fakes/kinesisEventSource.ts";
 import { type DemoBackends, type DemoDestination, startBackends } from "./backends.ts";
 import { Chaos, type ChaosReport } from "./chaos.ts";
-import { createInboxSchema, InboxConsumer } from "./consumer.ts";
+import { type ConsumerFeed, createInboxSchema, InboxConsumer } from "./consumer.ts";
 import { Dashboard, type LiveFigures } from "./dashboard.ts";
 import { percentile, readOutboxFigures, reconcile } from "./figures.ts";
 import { createOrdersSchema, OrdersService, runProducer } from "./orders.ts";
 import { RelayProcess } from "./relayProcess.ts";
 import { type DemoResult, printSummary } from "./summary.ts";
+import { keepsOrder, kinesisClient } from "./targets.ts";
 
 export interface DemoOptions {
   /** Seconds; null runs until Ctrl-C. */
@@ -27,7 +29,7 @@ export interface DemoOptions {
   chaos: boolean;
   ratePerSecond: number;
   openOrders: number;
-  /** SQS FIFO (the relay's default) or an EventBridge bus whose rule feeds the consumer's queue. */
+  /** Where the relay publishes (local/demo/targets.ts): SQS FIFO by default. */
   destination: DemoDestination;
 }
 
@@ -109,19 +111,17 @@ export class DemoRun {
     const migrated = await migrate(this.#pool, { schema: this.#names.schema, table: this.#names.table });
     await createOrdersSchema(this.#pool);
     await createInboxSchema(this.#pool);
-    const bus = this.#backends.eventBus;
+    const { target } = this.#backends;
+    // The endpoint labelled by the service the relay publishes to (`sqs` for both queue kinds).
+    const service = this.#options.destination.replace("-fifo", "");
     this.#say(
-      `postgres: ${this.#backends.postgresSource}  ` +
-        (bus === undefined
-          ? `sqs: ${this.#backends.sqsSource}  queue: ${this.#backends.queueUrl}`
-          : `eventbridge: ${this.#backends.sqsSource}  bus: ${bus.name}  rule: source=${bus.source}  ` +
-            `target queue: ${this.#backends.queueUrl}`) +
+      `postgres: ${this.#backends.postgresSource}  ${service}: ${this.#backends.sqsSource}  ${target.resources}` +
         `  (${migrated.applied.length} migration(s) applied)`,
     );
 
-    if (this.#options.chaos) {
-      const target = this.#backends.sqsEndpoint ?? new URL(this.#backends.queueUrl).origin;
-      this.#proxy = await startFaultProxy(target);
+    if (this.#options.chaos && "queueUrl" in target.consumerSource) {
+      const endpoint = this.#backends.sqsEndpoint ?? new URL(target.consumerSource.queueUrl).origin;
+      this.#proxy = await startFaultProxy(endpoint);
       const proxy = this.#proxy;
       this.#teardown.push(() => proxy.close());
     }
@@ -131,7 +131,15 @@ export class DemoRun {
     this.#relayLogFile = join(workDir, "relay.log");
     this.#relay = this.#createRelay();
     this.#teardown.push(() => this.#relay.stop());
-    this.#consumer = new InboxConsumer(this.#sqs, this.#backends.queueUrl, this.#pool);
+    this.#consumer = new InboxConsumer(this.#consumerFeed(), this.#pool);
+  }
+
+  #consumerFeed(): ConsumerFeed {
+    const source = this.#backends.target.consumerSource;
+    if ("queueUrl" in source) return { sqs: this.#sqs, queueUrl: source.queueUrl };
+    const kinesis = kinesisClient(this.#backends.clientConfig);
+    this.#teardown.push(async () => kinesis.destroy());
+    return { stream: new KinesisEventSource(kinesis, source) };
   }
 
   /** Runs until a stop is requested, then drains; returns the reconciled result. */
@@ -139,10 +147,7 @@ export class DemoRun {
     const { rows } = await this.#pool.query<{ now: Date }>("select now()");
     this.#since = rows[0]?.now ?? new Date();
     this.#startedAt = performance.now();
-    const route =
-      this.#backends.eventBus === undefined
-        ? "SQS FIFO"
-        : `EventBridge bus ${this.#backends.eventBus.name} -> rule -> SQS queue`;
+    const route = this.#backends.target.path;
     const header =
       `outbox demo: orders service -> ${this.#names.qualified} -> relay (outbox relay, dwell) -> ${route} -> ` +
       `consumer (inbox)${this.#options.chaos ? "   CHAOS ON" : ""}`;
@@ -214,17 +219,13 @@ export class DemoRun {
     const { aws } = this.#backends;
     const env: Record<string, string | undefined> = {
       ...DEMO_RELAY_ENV,
+      ...this.#backends.target.relayDefaults,
       ...process.env,
       DATABASE_URL: this.#backends.databaseUrl,
       DATABASE_SECRET_ARN: undefined,
-      // Exactly one destination: the relay refuses both or neither.
-      ...(this.#backends.eventBus === undefined
-        ? { OUTBOX_QUEUE_URL: this.#backends.queueUrl, OUTBOX_EVENT_BUS_NAME: undefined }
-        : {
-            OUTBOX_QUEUE_URL: undefined,
-            OUTBOX_EVENT_BUS_NAME: this.#backends.eventBus.name,
-            OUTBOX_EVENT_SOURCE: this.#backends.eventBus.source,
-          }),
+      // Exactly one destination (a queue, a bus, or a route table): the relay refuses an ambiguous set.
+      OUTBOX_ROUTES: undefined,
+      ...this.#backends.target.relayEnv,
       OUTBOX_SCHEMA: this.#names.schema,
       OUTBOX_TABLE: this.#names.table,
       // Through the fault proxy in chaos mode, so the endpoint can fail for the relay alone.
@@ -297,7 +298,7 @@ export class DemoRun {
       duplicatesSuppressed: stats.duplicates,
       orderViolations: stats.orderViolations,
       lateArrivals: stats.lateArrivals,
-      busDestination: this.#options.destination === "eventbridge",
+      unordered: !keepsOrder(this.#options.destination),
       deadLetters: figures.deadLetters,
       relay: { pid: this.#relay.pid, starts: this.#relay.starts, warnings: this.#relayWarnings },
       phase: this.#phase,

@@ -3,6 +3,7 @@ import type { ChaosReport } from "./chaos.ts";
 import type { ConsumerStats } from "./consumer.ts";
 import { ms } from "./dashboard.ts";
 import type { Reconciliation } from "./figures.ts";
+import { type DemoDestination, keepsOrder, unorderedBy } from "./targets.ts";
 
 export interface DemoResult {
   options: {
@@ -10,7 +11,7 @@ export interface DemoResult {
     chaos: boolean;
     ratePerSecond: number;
     /** Absent means SQS FIFO. */
-    destination?: "sqs" | "eventbridge";
+    destination?: DemoDestination;
   };
   elapsedSeconds: number;
   reconciled: Reconciliation;
@@ -27,23 +28,25 @@ export interface DemoResult {
 }
 
 /**
- * Prints the end-of-run summary and returns the exit code: 1 if an event was lost or (SQS FIFO) arrived out of
- * order. Through an EventBridge bus the order is not guaranteed, so late arrivals are reported, as information,
- * and only a lost event fails the run.
+ * Prints the end-of-run summary and returns the exit code: 1 if an event was lost or (SQS or SNS FIFO, Kinesis)
+ * arrived out of order. Through an EventBridge bus, a standard queue or a standard topic the order is not
+ * guaranteed, so late arrivals are reported, as information, and only a lost event fails the run; the inbox still
+ * applies each outbox id once.
  */
 export function printSummary(result: DemoResult, print: (line: string) => void): number {
   const { reconciled: r, consumer } = result;
   const consumed = r.written - r.notConsumed;
   const published = r.written - r.unpublished - r.deadLettered;
-  const bus = result.options.destination === "eventbridge";
-  const failed = r.notConsumed > 0 || (!bus && consumer.orderViolations > 0);
+  const destination = result.options.destination ?? "sqs-fifo";
+  const unordered = !keepsOrder(destination);
+  const failed = r.notConsumed > 0 || (!unordered && consumer.orderViolations > 0);
   const row = (label: string, value: string | number, note = "") =>
     print(`  ${label.padEnd(24)}${String(value).padStart(8)}${note === "" ? "" : `   ${note}`}`);
 
   print("");
   print(
     `summary: ${result.elapsedSeconds.toFixed(1)} s, ${result.options.ratePerSecond} events/s` +
-      `${bus ? ", through an EventBridge bus" : ""}${result.options.chaos ? ", chaos" : ""}`,
+      `${destination === "sqs-fifo" ? "" : `, through ${THROUGH[destination]}`}${result.options.chaos ? ", chaos" : ""}`,
   );
   row(
     "events written",
@@ -71,11 +74,12 @@ export function printSummary(result: DemoResult, print: (line: string) => void):
     );
   }
   row("duplicates suppressed", consumer.duplicates, "redeliveries the inbox recognised by outbox id");
-  if (bus) {
+  if (unordered) {
     row(
       "out of order (info)",
       consumer.lateArrivals,
-      "arrived after a later event of their order: the bus does not order; the read model kept the latest",
+      `arrived after a later event of their order: ${unorderedBy(destination)} does not order; the read ` +
+        "model kept the latest",
     );
   } else row("order violations", consumer.orderViolations);
   row("dead letters", r.deadLettered);
@@ -114,12 +118,12 @@ export function printSummary(result: DemoResult, print: (line: string) => void):
   if (result.consumerErrors > 0)
     print(`  consumer errors: ${result.consumerErrors} (last: ${result.lastConsumerError})`);
   print(`  relay log: ${result.relayLogFile}`);
-  if (bus) {
+  if (unordered) {
     print(
       failed
         ? `result: FAILED (${r.notConsumed} event(s) not consumed)`
-        : "result: OK, every committed event was consumed, exactly once after the inbox " +
-            `(order not guaranteed by the bus: ${consumer.lateArrivals} late arrival(s))`,
+        : "result: OK, every committed event was consumed, exactly once after the inbox (deduplicated by " +
+            `outbox id; order not guaranteed by ${unorderedBy(destination)}: ${consumer.lateArrivals} late arrival(s))`,
     );
     return failed ? 1 : 0;
   }
@@ -130,3 +134,13 @@ export function printSummary(result: DemoResult, print: (line: string) => void):
   );
   return failed ? 1 : 0;
 }
+
+/** The summary's first line names the way events took, unless it is the default queue. */
+const THROUGH: Record<DemoDestination, string> = {
+  "sqs-fifo": "an SQS FIFO queue",
+  sqs: "a standard SQS queue",
+  "sns-fifo": "an SNS FIFO topic",
+  sns: "a standard SNS topic",
+  kinesis: "a Kinesis stream",
+  eventbridge: "an EventBridge bus",
+};

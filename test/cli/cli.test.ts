@@ -583,6 +583,23 @@ describe("outbox relay --event-bus", () => {
     });
   });
 
+  it("takes OUTBOX_ROUTES alone as its destination (the queue is then an optional default)", async () => {
+    const queueUrl = await createFifoQueue(sqs, "cli-routes");
+    await db.pool.query("delete from outbox_events where processed_at is null");
+    const [event] = await enqueueCommitted(db.pool, [anEvent({ aggregateId: "order-routed" })]);
+    const routes = [{ match: {}, destination: { kind: "sqs-fifo", queueUrl } }];
+
+    const relay = await outbox(["relay", "--drain", "--json"], {
+      AWS_ENDPOINT_URL: inject("awsEndpoint"),
+      OUTBOX_ROUTES: JSON.stringify(routes),
+    });
+
+    expect(relay.stderr).not.toMatch(/no destination/);
+    expect(JSON.parse(relay.stdout)).toMatchObject({ published: 1, failed: 0, stoppedBy: "drained" });
+    const [message] = await receiveAll(sqs, queueUrl, 1);
+    expect(message?.MessageAttributes?.outboxId?.StringValue).toBe(event?.id);
+  });
+
   it("refuses a queue and a bus at once, and neither, naming both settings", async () => {
     const both = await outbox(["relay", "--drain", "--event-bus", "orders"], {
       OUTBOX_QUEUE_URL: "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo",
@@ -592,6 +609,8 @@ describe("outbox relay --event-bus", () => {
     expect(both.code).toBe(2);
     expect(both.stderr).toMatch(/OUTBOX_QUEUE_URL and OUTBOX_EVENT_BUS_NAME are both set/);
     expect(neither.code).toBe(2);
-    expect(neither.stderr).toMatch(/no destination: pass --queue-url .* or --event-bus/);
+    expect(neither.stderr).toMatch(
+      /no destination: pass --queue-url .* or --event-bus .*, or set OUTBOX_ROUTES/,
+    );
   });
 });

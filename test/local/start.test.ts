@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { beforeEach, describe, expect, inject, it } from "vitest";
 import type { Env } from "../../functions/shared/util/env.ts";
 import { type DemoResult, printSummary } from "../../local/demo/summary.ts";
+import type { DemoDestination } from "../../local/demo/targets.ts";
 import { useTestDatabase } from "../support/db.ts";
 
 const START = new URL("../../local/start.ts", import.meta.url).pathname;
@@ -47,6 +48,16 @@ async function resetDatabase() {
   await db.pool.query("drop schema if exists demo_consumer cascade");
   await db.pool.query("drop table if exists demo_orders");
   await db.pool.query("truncate outbox_events");
+}
+
+/** The demo consumer's inbox against the outbox: each consumed once, only published events. */
+async function inboxAgainstOutbox() {
+  const { rows } = await db.pool.query(
+    `select count(*)::int as inbox, count(distinct i.outbox_id)::int as distinct_ids,
+            count(*) filter (where o.processed_at is null)::int as unpublished
+     from demo_consumer.inbox as i left join outbox_events as o on o.id = i.outbox_id`,
+  );
+  return rows[0];
 }
 
 /** The figure on a summary line such as `  events written    412`. */
@@ -130,12 +141,79 @@ describe("npm start (local/start.ts)", () => {
     expect(run.output).toMatch(/^ {2}out of order \(info\)\s+\d+\s+arrived after a later event/m);
     expect(run.output).not.toMatch(/order violations/);
     expect(run.output).toMatch(/^result: OK, .*order not guaranteed by the bus/m);
-    const { rows } = await db.pool.query(
-      `select count(*)::int as inbox, count(distinct i.outbox_id)::int as distinct_ids,
-              count(*) filter (where o.processed_at is null)::int as unpublished
-       from demo_consumer.inbox as i left join outbox_events as o on o.id = i.outbox_id`,
+    expect(await inboxAgainstOutbox()).toEqual({ inbox: written, distinct_ids: written, unpublished: 0 });
+  });
+
+  // Each kind through the shared endpoint (moto, or LocalStack with Docker): a few seconds at 10 events/s.
+  it.each([
+    { kind: "sqs", path: "SQS standard queue", resources: /sqs: env\s+standard queue: \S+outbox-demo-\w+\s/ },
+    {
+      kind: "sns-fifo",
+      path: "SNS FIFO topic -> SQS FIFO queue",
+      resources: /sns: env\s+topic: \S+:outbox-demo-\w+\.fifo -> raw delivery -> queue: \S+\.fifo\s/,
+    },
+    {
+      kind: "sns",
+      path: "SNS topic -> SQS queue",
+      resources: /sns: env\s+topic: \S+:outbox-demo-\w+ -> raw delivery -> queue: \S+outbox-demo-\w+\s/,
+    },
+    {
+      kind: "kinesis",
+      path: "Kinesis stream",
+      resources: /kinesis: env\s+stream: \S+:stream\/outbox-demo-\w+\s/,
+    },
+  ])("--destination $kind: through $path, every event consumed once", async ({ kind, path, resources }) => {
+    const run = await runStart(["--destination", kind, "--duration", "4", "--rate", "10"], {
+      DATABASE_URL: db.url,
+      AWS_ENDPOINT_URL: inject("awsEndpoint"),
+    });
+
+    expect(run.code, run.output).toBe(0);
+    expect(run.output).toMatch(resources);
+    expect(run.output).toContain(`-> ${path} -> consumer (inbox)`);
+    const written = figure(run.output, "events written");
+    expect(written).toBeGreaterThan(20);
+    expect(figure(run.output, "published")).toBe(written);
+    expect(figure(run.output, "consumed")).toBe(written);
+    expect(figure(run.output, "lost")).toBe(0);
+    if (kind === "sqs" || kind === "sns") {
+      // A standard queue or topic does not order: reported as information; the inbox dedups by outbox id.
+      expect(run.output).toMatch(
+        /^ {2}out of order \(info\)\s+\d+\s+arrived after a later event .* does not order/m,
+      );
+      expect(run.output).toMatch(
+        /^result: OK, .*deduplicated by outbox id; order not guaranteed by a standard/m,
+      );
+    } else {
+      expect(figure(run.output, "order violations")).toBe(0);
+      expect(run.output).toMatch(/^result: OK, .*in order per order/m);
+    }
+    expect(await inboxAgainstOutbox()).toEqual({ inbox: written, distinct_ids: written, unpublished: 0 });
+  });
+
+  it("--destination with an unknown kind is refused, listing the choices; --help lists them too", async () => {
+    const [unknown, help] = await Promise.all([
+      runStart(["--destination", "sqs-standard"]),
+      runStart(["--help"]),
+    ]);
+
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.output).toMatch(
+      /argument 'sqs-standard' is invalid\. Allowed choices are sqs-fifo, sqs, sns-fifo, sns, kinesis, eventbridge/,
     );
-    expect(rows[0]).toEqual({ inbox: written, distinct_ids: written, unpublished: 0 });
+    expect(help.code).toBe(0);
+    expect(help.output.replace(/\s+/g, " ")).toMatch(
+      /--destination <kind> .*\(choices: "sqs-fifo", "sqs", "sns-fifo", "sns", "kinesis", "eventbridge", default: "sqs-fifo"\)/,
+    );
+  });
+
+  it("--chaos with a destination other than sqs-fifo is refused, naming both", async () => {
+    const run = await runStart(["--destination", "sqs", "--chaos", "--duration", "5"], {
+      DATABASE_URL: db.url,
+    });
+
+    expect(run.code).toBe(2);
+    expect(run.output).toMatch(/--chaos runs with --destination sqs-fifo \(the default\) only, not sqs/);
   });
 
   it("--chaos with --destination eventbridge is refused, naming both", async () => {
@@ -144,7 +222,9 @@ describe("npm start (local/start.ts)", () => {
     });
 
     expect(run.code).toBe(2);
-    expect(run.output).toMatch(/--chaos runs with --destination sqs only/);
+    expect(run.output).toMatch(
+      /--chaos runs with --destination sqs-fifo \(the default\) only, not eventbridge/,
+    );
   });
 
   it("with no configuration, ends cleanly on Ctrl-C (SIGINT to the whole process group, as a terminal sends it)", async () => {
@@ -177,7 +257,7 @@ describe("npm start (local/start.ts)", () => {
 
 describe("npm start's summary", () => {
   function aResult(
-    overrides: { notConsumed?: number; orderViolations?: number; destination?: "sqs" | "eventbridge" } = {},
+    overrides: { notConsumed?: number; orderViolations?: number; destination?: DemoDestination } = {},
   ): DemoResult {
     return {
       options: {
@@ -239,5 +319,25 @@ describe("npm start's summary", () => {
     expect(reordered.text).toMatch(/^result: OK, .*order not guaranteed by the bus: 3 late arrival\(s\)/m);
     expect(lost.code).toBe(1);
     expect(lost.text).toMatch(/^result: FAILED \(2 event\(s\) not consumed\)/m);
+  });
+
+  it("through a standard queue or topic: order is information, the inbox's dedup by outbox id is said; FIFO kinds fail on it", () => {
+    const queue = summarize(aResult({ destination: "sqs", orderViolations: 2 }));
+    const topic = summarize(aResult({ destination: "sns", orderViolations: 1 }));
+    const fifoTopic = summarize(aResult({ destination: "sns-fifo", orderViolations: 1 }));
+    const stream = summarize(aResult({ destination: "kinesis", orderViolations: 1 }));
+
+    expect(queue.code).toBe(0);
+    expect(queue.text).toMatch(/^summary: .*, through a standard SQS queue$/m);
+    expect(queue.text).toMatch(/out of order \(info\)\s+2\s+.*a standard queue does not order/);
+    expect(queue.text).toMatch(
+      /^result: OK, .*deduplicated by outbox id; order not guaranteed by a standard queue: 2 late arrival\(s\)/m,
+    );
+    expect(topic.code).toBe(0);
+    expect(topic.text).toMatch(/order not guaranteed by a standard topic: 1 late arrival\(s\)/);
+    for (const ordered of [fifoTopic, stream]) {
+      expect(ordered.code).toBe(1);
+      expect(ordered.text).toMatch(/^ {2}order violations\s+1/m);
+    }
   });
 });
