@@ -36,7 +36,7 @@ async function startLocalStack(): Promise<LocalAwsEndpoint> {
   try {
     container = await new LocalstackContainer(image)
       .withEnvironment({
-        SERVICES: "sqs,events,sns,kinesis",
+        SERVICES: "sqs,events,sns,kinesis,s3",
         // LocalStack 3+ builds queue URLs on its own port 4566, which is not the port Docker mapped on this host;
         // `dynamic` builds them from the request's Host header, so the queue URLs it returns can be called.
         SQS_ENDPOINT_STRATEGY: "dynamic",

@@ -196,7 +196,7 @@ describe("the harness against a Docker engine that answers but cannot start cont
     `);
     expect(created.map((container) => container.Image)).toEqual([containerImages({}).localstack]);
     expect(created[0]?.Env).toEqual(
-      expect.arrayContaining(["SERVICES=sqs,events", "SQS_ENDPOINT_STRATEGY=dynamic"]),
+      expect.arrayContaining(["SERVICES=sqs,events,sns,kinesis,s3", "SQS_ENDPOINT_STRATEGY=dynamic"]),
     );
     expect(result.source).toBeUndefined();
     expect(result.error).toContain(

@@ -28,7 +28,7 @@ const MAJORS = (process.env.OUTBOX_TEST_NODE_MAJORS ?? "20,22,24").split(",").ma
 /** Where the majors this repository does not run on come from (see nodeBinaries). */
 const HOW_TO_GET = {
   "20": "install Node 20.19+ as the system node (CI: actions/setup-node with node-version 20)",
-  "22": "`npm ci` installs it as the `node22` devDependency (node_modules/node22/bin/node)",
+  "22": "the test installs it from the npm registry (node-<platform>-<arch>, pinned in NODE_PACKAGES)",
   "24": "`npm ci` installs it as the `node` devDependency (node_modules/node/bin/node)",
 } as Record<string, string>;
 
@@ -44,12 +44,48 @@ let tarball: string;
 const scratch = realpathSync(mkdtempSync(join(tmpdir(), "outbox-node-majors-")));
 const app = join(scratch, "app");
 
-/** Every `node` this machine has: this process's, the devDependencies' (node, node22), and each one on PATH. */
+/**
+ * Majors neither the repository nor the machine brings, installed by the test from npm's per-platform Node packages
+ * (what the `node` package's own installer fetches; they have no install script) into node_modules/.cache. Not a
+ * devDependency: an aliased `node@22` links its `node` bin over the Node 24 that npm scripts must run on.
+ */
+const NODE_PACKAGES: Record<string, string> = { "22": "22.23.3" };
+const NODE_CACHE = join(REPOSITORY, "node_modules", ".cache", "outbox-node-majors");
+
+function installedNode(major: string): string | undefined {
+  const version = NODE_PACKAGES[major];
+  if (version === undefined) return undefined;
+  const name = `node-${process.platform}-${process.arch}`;
+  const prefix = join(NODE_CACHE, version);
+  const binary = join(prefix, "node_modules", name, "bin", "node");
+  if (!existsSync(binary)) {
+    const install = spawnSync(
+      process.execPath,
+      [
+        NPM_CLI,
+        "install",
+        "--no-save",
+        "--no-package-lock",
+        "--no-audit",
+        "--no-fund",
+        "--prefix",
+        prefix,
+        `${name}@${version}`,
+      ],
+      { encoding: "utf8", timeout: 300_000 },
+    );
+    if (install.status !== 0) {
+      throw new Error(`could not install Node ${version} (${name}) from the npm registry: ${install.stderr}`);
+    }
+  }
+  return binary;
+}
+
+/** Every `node` this machine has: this process's, the `node` devDependency's, each one on PATH, and NODE_PACKAGES'. */
 function nodeBinaries(): Map<string, string> {
   const candidates = [
     process.execPath,
     join(REPOSITORY, "node_modules", "node", "bin", "node"),
-    join(REPOSITORY, "node_modules", "node22", "bin", "node"),
     ...(process.env.PATH ?? "").split(delimiter).map((dir) => join(dir, "node")),
   ];
   const byMajor = new Map<string, string>();
@@ -176,7 +212,7 @@ describe("the installed package in a fresh app", () => {
   it.each(MAJORS)(
     "runs it on Node %s: commit keeps the order and its event, a failed enqueue rolls both back",
     async (major) => {
-      const binary = binaries.get(major);
+      const binary = binaries.get(major) ?? installedNode(major);
       if (binary === undefined) {
         throw new Error(
           `Node ${major} is not on this machine (found ${[...binaries.keys()].join(", ") || "none"}): ${HOW_TO_GET[major] ?? `install Node ${major}`}`,
