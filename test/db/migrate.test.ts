@@ -60,6 +60,13 @@ describe("migrate", () => {
           table_type: "BASE TABLE",
         },
         { table_schema: "Billing Events", table_name: "Out-box$events_roles", table_type: "BASE TABLE" },
+        // 0011's counter of what the delete retention mode published, 0012's payload limit.
+        {
+          table_schema: "Billing Events",
+          table_name: "Out-box$events_deleted_on_publish",
+          table_type: "BASE TABLE",
+        },
+        { table_schema: "Billing Events", table_name: "Out-box$events_limits", table_type: "BASE TABLE" },
       ].sort((a, b) => a.table_name.localeCompare(b.table_name)),
     );
     // Its roles' names (0009): `outbox_relay:<database>.Billing Events.Out-box$events` is over Postgres's 63
