@@ -124,3 +124,62 @@ export async function requestFailed<Message>(
         : { row, status: "unsent", error: message },
   );
 }
+
+/** One failed entry of a batch response, as SQS's SendMessageBatch and SNS's PublishBatch report it. */
+export interface BatchEntryFailure {
+  Id?: string | undefined;
+  Code?: string | undefined;
+  Message?: string | undefined;
+  SenderFault?: boolean | undefined;
+}
+
+/**
+ * Each entry's own result from a batch response whose entries were sent with Id = their index (SQS
+ * SendMessageBatch, SNS PublishBatch: the same Successful/Failed shape). An entry the service failed on its side
+ * (SenderFault false) or for a reason that is not the message's (`notTheMessage`: throttling, KMS, access) is
+ * unsent, so it is retried without counting; any other failure rejects the message, permanently where
+ * `permanent` matches. An entry in neither list is unsent.
+ */
+export function batchEntryResults<Message>(
+  batch: readonly Prepared<Message>[],
+  response: {
+    Successful?: { Id?: string | undefined }[] | undefined;
+    Failed?: BatchEntryFailure[] | undefined;
+  },
+  service: { name: string; serverFault: string; notTheMessage: RegExp; permanent: RegExp },
+): PublishResult[] {
+  const succeeded = new Set((response.Successful ?? []).map((entry) => entry.Id));
+  const failed = new Map((response.Failed ?? []).map((entry) => [entry.Id, entry]));
+  return batch.map((entry, index): PublishResult => {
+    const id = String(index);
+    if (succeeded.has(id)) return { row: entry.row, status: "published" };
+    const failure = failed.get(id);
+    if (failure === undefined) {
+      return {
+        row: entry.row,
+        status: "unsent",
+        error: `${service.name} reported neither success nor failure`,
+      };
+    }
+    const code = failure.Code ?? "UnknownError";
+    const error = `${code}: ${failure.Message ?? ""}`.trim();
+    // SenderFault is required in the response; a missing one is read as the message's fault, as SQS
+    // classifies the entry errors its documentation lists (all sender faults).
+    if (failure.SenderFault === false) {
+      return { row: entry.row, status: "unsent", error: `${service.name} ${service.serverFault}: ${error}` };
+    }
+    if (service.notTheMessage.test(code)) {
+      return {
+        row: entry.row,
+        status: "unsent",
+        error: `${service.name} could not take the entry: ${error}`,
+      };
+    }
+    return {
+      row: entry.row,
+      status: "rejected",
+      error: `${service.name} rejected the message: ${error}`,
+      permanent: service.permanent.test(code),
+    };
+  });
+}

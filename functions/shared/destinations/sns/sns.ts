@@ -13,6 +13,7 @@ import {
 import { CLAIM_CHECK_HINT } from "../../outbox/payloadPointer.ts";
 import { messageTrace } from "../../outbox/traceContext.ts";
 import {
+  batchEntryResults,
   type Destination,
   type LoadedRow,
   type Prepared,
@@ -81,26 +82,11 @@ export function snsDestination(client: SNSClient, options: SnsOptions): Destinat
         }),
         signal ? { abortSignal: signal } : {},
       );
-      const succeeded = new Set((response.Successful ?? []).map((entry) => entry.Id));
-      const failed = new Map((response.Failed ?? []).map((entry) => [entry.Id, entry]));
-      return batch.map((entry, index): PublishResult => {
-        const id = String(index);
-        if (succeeded.has(id)) return { row: entry.row, status: "published" };
-        const failure = failed.get(id);
-        if (failure === undefined) {
-          return { row: entry.row, status: "unsent", error: "SNS reported neither success nor failure" };
-        }
-        const code = failure.Code ?? "UnknownError";
-        const error = `${code}: ${failure.Message ?? ""}`.trim();
-        if (failure.SenderFault === false || NOT_THE_MESSAGE.test(code)) {
-          return { row: entry.row, status: "unsent", error: `SNS could not take the entry: ${error}` };
-        }
-        return {
-          row: entry.row,
-          status: "rejected",
-          error: `SNS rejected the message: ${error}`,
-          permanent: PERMANENT.test(code),
-        };
+      return batchEntryResults(batch, response, {
+        name: "SNS",
+        serverFault: "could not take the entry",
+        notTheMessage: NOT_THE_MESSAGE,
+        permanent: PERMANENT,
       });
     } catch (error) {
       const name = (error as { name?: string }).name ?? "";

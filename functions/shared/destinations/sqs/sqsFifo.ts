@@ -7,6 +7,7 @@ import { errorMessage, ValidationError } from "../../outbox/errors.ts";
 import { messageSize } from "../../outbox/message.ts";
 import { CLAIM_CHECK_HINT } from "../../outbox/payloadPointer.ts";
 import {
+  batchEntryResults,
   type Destination,
   type LoadedRow,
   type Prepared,
@@ -70,31 +71,11 @@ function sqsQueueDestination(sqs: SQSClient, options: SqsFifoOptions, fifo: bool
         new SendMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: entries }),
         signal ? { abortSignal: signal } : {},
       );
-      const succeeded = new Set((response.Successful ?? []).map((entry) => entry.Id));
-      const failed = new Map((response.Failed ?? []).map((entry) => [entry.Id, entry]));
-      return batch.map((message, index): PublishResult => {
-        const id = String(index);
-        if (succeeded.has(id)) return { row: message.row, status: "published" };
-        const failure = failed.get(id);
-        if (failure === undefined) {
-          return { row: message.row, status: "unsent", error: "SQS reported neither success nor failure" };
-        }
-        const code = failure.Code ?? "UnknownError";
-        const error = `${code}: ${failure.Message ?? ""}`.trim();
-        // SenderFault is required in the response; a missing one is read as the message's fault, as SQS
-        // classifies the entry errors its documentation lists (all sender faults).
-        if (failure.SenderFault === false) {
-          return { row: message.row, status: "unsent", error: `SQS failed the entry on its side: ${error}` };
-        }
-        if (NOT_THE_MESSAGE_CODES.test(code)) {
-          return { row: message.row, status: "unsent", error: `SQS could not take the entry: ${error}` };
-        }
-        return {
-          row: message.row,
-          status: "rejected",
-          error: `SQS rejected the message: ${error}`,
-          permanent: PERMANENT_CODES.test(code),
-        };
+      return batchEntryResults(batch, response, {
+        name: "SQS",
+        serverFault: "failed the entry on its side",
+        notTheMessage: NOT_THE_MESSAGE_CODES,
+        permanent: PERMANENT_CODES,
       });
     } catch (error) {
       const name = (error as { name?: string }).name ?? "";
