@@ -218,6 +218,7 @@ describe("upgrading from 0008 in place", () => {
       "0011_delete_on_publish.sql",
       "0012_payload_limit.sql",
       "0013_trace_context.sql",
+      "0014_pending_dead_index.sql",
     ]);
     const roles = await outboxRoles(pool);
     const { rows } = await pool.query(

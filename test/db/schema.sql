@@ -69,7 +69,7 @@ CREATE UNIQUE INDEX outbox_group_high_water_pkey ON public.outbox_group_high_wat
 CREATE INDEX outbox_group_high_water_seq ON public.outbox_group_high_water USING btree (purged_published_seq)
 CREATE UNIQUE INDEX outbox_limits_pkey ON public.outbox_limits USING btree (one_row)
 CREATE UNIQUE INDEX outbox_migrations_pkey ON public.outbox_migrations USING btree (name)
-CREATE INDEX outbox_pending_group ON public.outbox_events USING btree (aggregate_id, seq) WHERE (processed_at IS NULL)
+CREATE INDEX outbox_pending_dead ON public.outbox_events USING btree (aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NOT NULL))
 CREATE INDEX outbox_pending_group_live ON public.outbox_events USING btree (aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
 CREATE INDEX outbox_processed_at ON public.outbox_events USING btree (processed_at) WHERE (processed_at IS NOT NULL)
 CREATE UNIQUE INDEX outbox_roles_pkey ON public.outbox_roles USING btree (job)

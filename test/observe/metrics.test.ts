@@ -462,7 +462,7 @@ describe("outboxSnapshot", () => {
       for (const index of indexes) {
         expect([
           "snapshot_pending_group_live",
-          "snapshot_pending_group",
+          "snapshot_pending_dead",
           "snapshot_dead_lettered_at",
         ]).toContain(index);
       }

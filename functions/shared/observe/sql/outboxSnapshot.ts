@@ -26,36 +26,49 @@ export interface OutboxSnapshot {
 }
 
 /**
- * The statements, exported so a test can EXPLAIN them. Both read unpublished rows only, through the partial
- * indexes, so their cost follows the backlog, not the millions of published rows waiting for the purge:
- * - by event type: `processed_at is null` is exactly the pending_group index's predicate (0007), so the planner
- *   reads pending rows and dead letters through it (bitmap scan) and aggregates them in one pass;
- * - blocked aggregates: candidates (in backoff, or dead) come from the same index, and "is it the head?" is
- *   one pending_group descent per candidate, as in the claim query: blocked counts message groups
- *   (aggregate_id), the claim's ordering unit.
+ * The statements, exported so a test can EXPLAIN them. Both read unpublished rows only, through the two partial
+ * indexes over them (0007's pending_group_live for live rows, 0014's pending_dead for dead letters), each
+ * selected by its exact predicate, so their cost follows the backlog, not the millions of published rows
+ * waiting for the purge:
+ * - by event type: live and dead rows counted apart (a bitmap scan of each index), then summed per type;
+ * - blocked aggregates: candidates (in backoff, or dead) come from the same indexes, and "is it the head?"
+ *   compares with the smaller of the group's first live and first dead seq, one descent of each index per
+ *   candidate, as in strict mode's claim: blocked counts message groups (aggregate_id), the claim's
+ *   ordering unit.
  */
 export function outboxSnapshotStatements(names: OutboxNames) {
+  const live = "processed_at is null and dead_lettered_at is null";
+  const dead = "processed_at is null and dead_lettered_at is not null";
   return {
-    byEventType: `select event_type,
-              count(*) filter (where dead_lettered_at is null) as pending,
-              count(*) filter (where dead_lettered_at is not null) as dead_letters,
-              min(created_at) filter (where dead_lettered_at is null) as oldest_pending_created_at,
-              now() as now
-       from ${names.qualified}
-       where processed_at is null
+    byEventType: `select event_type, sum(pending) as pending, sum(dead_letters) as dead_letters,
+              min(oldest_pending_created_at) as oldest_pending_created_at, now() as now
+       from (select event_type, count(*) as pending, 0 as dead_letters,
+                    min(created_at) as oldest_pending_created_at
+             from ${names.qualified}
+             where ${live}
+             group by event_type
+             union all
+             select event_type, 0, count(*), null
+             from ${names.qualified}
+             where ${dead}
+             group by event_type) as counts
        group by event_type
        order by event_type`,
     blockedAggregates: `select count(*) as blocked_aggregates
-       from ${names.qualified} as o
-       where o.processed_at is null
-         and (o.dead_lettered_at is not null
-              or (o.attempts + o.transient_failures > 0 and o.available_at > now()))
-         and o.seq = (
-           select min(head.seq)
-           from ${names.qualified} as head
-           where head.aggregate_id = o.aggregate_id
-             and head.processed_at is null
-         )`,
+       from (select o.aggregate_id, o.seq
+             from ${names.qualified} as o
+             where o.processed_at is null and o.dead_lettered_at is not null
+             union all
+             select o.aggregate_id, o.seq
+             from ${names.qualified} as o
+             where o.processed_at is null and o.dead_lettered_at is null
+               and o.attempts + o.transient_failures > 0 and o.available_at > now()) as o
+       where o.seq = least(
+         (select min(head.seq) from ${names.qualified} as head
+          where head.aggregate_id = o.aggregate_id and head.processed_at is null and head.dead_lettered_at is null),
+         (select min(head.seq) from ${names.qualified} as head
+          where head.aggregate_id = o.aggregate_id and head.processed_at is null
+            and head.dead_lettered_at is not null))`,
   };
 }
 

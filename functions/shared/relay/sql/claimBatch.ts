@@ -87,14 +87,21 @@ interface ClaimRow extends ClaimedRow {
  * Which row was the last examined is known only when the batch was not filled (then every candidate was
  * read); `scan_end` reports it, gated by a one-time filter so a full claim does not read further.
  *
- * Why the indexes (0007; 0003's by type and id before the group became the unit): in the default mode
+ * Why the indexes (0007, 0014; 0003's by type and id before the group became the unit): in the default mode
  * `pending_group_live` (aggregate_id, seq) holds live pending rows only, so a parked dead letter is never
- * walked over; strict mode walks `pending_group`, which keeps dead letters so a dead head blocks its group. `pending_seq` was dropped: with statistics taken
+ * walked over; strict mode walks it and `pending_dead` (the same key over unpublished dead letters, empty in a
+ * healthy outbox) side by side, one descent in each per step, so a dead head blocks its group. One index of
+ * every unpublished row would serve strict mode with one descent, but every insert would pay its entry
+ * (0014: ~80 B of WAL per event). `pending_seq` was dropped: with statistics taken
  * when nothing was pending (a healthy outbox's normal state), the planner preferred reading all of it and
  * sorting for each step (30 s for one claim above). test/relay/claim.plan.test.ts checks the plan on such statistics.
  * Dead index entries of just-published rows sit in front of an aggregate's head until vacuum (0001 runs it at
  * 1 % churn); the scan skips them as it would a dead tuple anywhere.
  */
+/** The predicates of the two pending indexes (0007's pending_group_live, 0014's pending_dead). */
+const LIVE = "p.processed_at is null and p.dead_lettered_at is null";
+const DEAD = "p.processed_at is null and p.dead_lettered_at is not null";
+
 export async function claimBatch(
   db: Queryable,
   names: OutboxNames,
@@ -103,28 +110,29 @@ export async function claimBatch(
   const cursor = options.cursor ?? newClaimCursor();
   const origin = cursor.sweepOrigin ?? cursor.after;
   const examine = options.limit * EXAMINE_PER_CLAIMED_ROW;
-  const pending = options.strictOrder
-    ? "p.processed_at is null"
-    : "p.processed_at is null and p.dead_lettered_at is null";
+  // The first unpublished row past `where` in key order: in the default mode the first live one
+  // (pending_group_live); in strict mode the smaller of the first live one and the first dead one (pending_dead,
+  // migration 0014), which is the next group's head whether that head is live or dead.
+  const firstIn = (pending: string, where: string) =>
+    `(select p.aggregate_id, p.seq
+      from ${names.qualified} as p
+      where ${pending} and ${where}
+      order by p.aggregate_id, p.seq
+      limit 1)`;
+  const first = (where: string) =>
+    options.strictOrder
+      ? `(select h.aggregate_id, h.seq
+          from (${firstIn(LIVE, where)} union all ${firstIn(DEAD, where)}) as h
+          order by h.aggregate_id, h.seq
+          limit 1)`
+      : firstIn(LIVE, where);
   const walk = (name: string, bound: string) =>
     `${name} as (
-       (select p.aggregate_id, p.seq, 1 as n
-        from ${names.qualified} as p
-        where ${pending} and ${bound}
-        order by p.aggregate_id, p.seq
-        limit 1)
+       (select f.aggregate_id, f.seq, 1 as n from ${first(bound)} as f)
        union all
        select next.aggregate_id, next.seq, prev.n + 1
        from ${name} as prev
-       cross join lateral (
-         select p.aggregate_id, p.seq
-         from ${names.qualified} as p
-         where ${pending}
-           and p.aggregate_id > prev.aggregate_id
-           and ${bound}
-         order by p.aggregate_id, p.seq
-         limit 1
-       ) as next
+       cross join lateral ${first(`p.aggregate_id > prev.aggregate_id and ${bound}`)} as next
        where prev.n < $3::integer
      )`;
   const { rows } = await db.query<ClaimRow>(

@@ -38,8 +38,9 @@ export type Retention = "keep" | "delete";
  * processed_at is in every partial index's predicate and so can never be a HOT update; a delete writes one small
  * record per row. In `delete`, the same statement also
  * - writes the group's high-water mark (0006) when the deleted event overtook a dead letter of its group (a dead
- *   letter with a smaller seq: one pending_group descent per deleted row, no write otherwise), which is what
- *   redrive's "overtaken" check reads once the event is gone. Only the group's head is claimed, so a round never
+ *   letter with a smaller seq: one descent per deleted row of pending_dead (0014), which holds the dead letters
+ *   only and is empty in a healthy outbox; no write otherwise), which is what redrive's "overtaken" check reads
+ *   once the event is gone. Only the group's head is claimed, so a round never
  *   holds both a group's dead letter in the making and a successor that could overtake it;
  * - raises the counters row (0011) by the round's count and highest seq: one HOT update per round, which the
  *   order-key check and the published counts read. Parallel rounds queue on that row only from this statement to
