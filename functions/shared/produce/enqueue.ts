@@ -1,6 +1,6 @@
-import { randomUUID } from "node:crypto";
 import { activeTraceContext } from "../observe/tracing.ts";
 import { ValidationError } from "../outbox/errors.ts";
+import { newEventId } from "../outbox/eventId.ts";
 import { jsonbBodySize } from "../outbox/jsonbSize.ts";
 import {
   checkGroupId,
@@ -239,7 +239,7 @@ function validateEvent(
       `is ${availableAt.toISOString()}, more than ${MAX_DELAY_MS / 86_400_000} days ahead (the relay dead-letters such rows)`,
     );
   }
-  const id = randomUUID();
+  const id = newEventId();
   // A traceparent the caller passed as a header is the event's trace already; two would disagree.
   const trace = Object.keys(headers).some((name) => name.toLowerCase() === "traceparent")
     ? undefined
