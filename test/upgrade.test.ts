@@ -23,7 +23,8 @@ import { createFifoQueue } from "./support/sqs.ts";
  * dwell mode; then every migration after 0002, one file at a time (whatever the folder holds: files added later
  * are covered without touching this test). Checks: no event lost or reordered (per aggregate, delivery order is
  * commit order), no producer INSERT took longer than the runner's lock timeout plus the insert's own time, and
- * the old relay kept working against each new schema; prints the time each migration took.
+ * the old relay kept working against each new schema (it finishes a round after each file); then the deploy: the
+ * current relay takes over and publishes the rest. Prints the time each migration took.
  *
  * Size: UPGRADE_PUBLISHED_ROWS (default 1,000,000) published rows and UPGRADE_PENDING_ROWS (default 10,000)
  * pending ones, made with generate_series. `npm test` runs it by itself (vitest.upgrade.config.ts);
@@ -33,7 +34,7 @@ const PUBLISHED = Number(process.env.UPGRADE_PUBLISHED_ROWS ?? 1_000_000);
 const PENDING = Number(process.env.UPGRADE_PENDING_ROWS ?? 10_000);
 const PENDING_AGGREGATES = 1_000;
 /**
- * How long the previous relay may take to publish the rest once the producers stop. It publishes about 100 events
+ * How long the relays may take to publish the rest once the producers stop. A relay publishes about 100 events
  * per round, one per aggregate: a backlog of 10,000 takes tens of seconds, and the large run's 50,000 (plus what
  * its producers wrote meanwhile) took more than the 120 s that the default size is given, once of two runs here.
  */
@@ -177,6 +178,26 @@ describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleStr
       stopProducers.abort();
     }
     const written = await producers;
+    // The deploy: the current relay starts while the previous one still runs (Lambda versions overlap), then the
+    // previous one stops and the current one publishes the rest. A relay from before 0007 claims more slowly once
+    // 0014 has dropped the index its predicate matched (pending_group): it keeps working, and the deploy
+    // replaces it.
+    const stopCurrent = new AbortController();
+    const currentRounds: number[] = [];
+    const current = runRelay(
+      {
+        pool,
+        destination: queueDestination(sqs, { queueUrl }),
+        deadline: Date.now() + 600_000,
+        signal: stopCurrent.signal,
+        onRound: (report) => currentRounds.push(report.claimed),
+        logger: { info() {}, warn() {}, error: (_message, fields) => relayErrors.push(String(fields.error)) },
+      },
+      { ...DEFAULT_RELAY_OPTIONS, mode: "dwell" },
+    );
+    await waitFor("the current relay to run a round", async () => currentRounds.length > 0, 30_000);
+    stopRelay.abort();
+    const summary = await relay;
     const pending = async () => {
       const { rows } = await pool.query<{ n: number }>(
         "select count(*)::integer as n from outbox_events where processed_at is null and dead_lettered_at is null",
@@ -184,16 +205,15 @@ describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleStr
       return rows[0]?.n;
     };
     await waitFor(
-      "the previous relay to publish every committed event",
+      "the relays to publish every committed event",
       async () => (await pending()) === 0,
       DRAIN_TIMEOUT_MS,
-      async () => {
-        const recent = rounds.slice(-5).map((r) => `${r.claimed} in ${Math.round(r.durationMs)} ms`);
-        return `${await pending()} still pending after ${rounds.length} rounds (last: ${recent.join(", ")}); relay errors: ${relayErrors.slice(-3).join("; ") || "none"}`;
-      },
+      async () =>
+        `${await pending()} still pending after ${rounds.length} rounds of the previous relay and ` +
+        `${currentRounds.length} of the current one; relay errors: ${relayErrors.slice(-3).join("; ") || "none"}`,
     );
-    stopRelay.abort();
-    const summary = await relay;
+    stopCurrent.abort();
+    await current;
 
     const latencies = written.flatMap((producer) => producer.latenciesMs);
     console.log(
