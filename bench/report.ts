@@ -274,6 +274,16 @@ export function summaryTable(r: BenchResults): string {
         verdictOfRuns(p99Runs, (p99) => p99 <= TARGETS.claimP99Ms),
       ]);
     }
+    for (const { retention, recordMs, claims: t } of c.afterPublishedBy ?? []) {
+      const p99Runs = t.runs?.map((run) => run.p99) ?? [t.p99];
+      rows.push([
+        `6. claim over ${n(c.pendingRows)} pending rows right after ${n(c.publishedRows)} events were published with retention ${retention} (recorded in ${n(recordMs / 1000, 1)} s), before vacuum`,
+        `p50 ${n(t.p50, 2)} / p99 ${n(t.p99, 2)} ms`,
+        `p99 runs: ${listRuns(p99Runs, 2)} ms (${t.claims} claims); slowest ${listRuns(t.slowest, 1)} ms; EXPLAIN ${n(t.explain.executionMs, 2)} ms, ${n(t.explain.sharedHit)} buffers hit`,
+        `p99 ≤ ${TARGETS.claimP99Ms} ms in every run`,
+        verdictOfRuns(p99Runs, (p99) => p99 <= TARGETS.claimP99Ms),
+      ]);
+    }
   }
   if (r.hotAggregate) {
     const h = r.hotAggregate;

@@ -34,7 +34,7 @@ import { measureRelay, type RelayRun, type RelayTuning } from "./measures/relayT
 import { measureRecordVariants, measureRetentionModes, retentionMarkdown } from "./measures/retention.ts";
 import { measureSdkPipeline } from "./measures/sdkPipeline.ts";
 import { measureSeedBaseline } from "./measures/seedBaseline.ts";
-import { measureWalPerEvent, walPerEventMarkdown } from "./measures/walPerEvent.ts";
+import { walPerEventMarkdown } from "./measures/walPerEvent.ts";
 import {
   type BenchResults,
   type DestinationThroughput,
@@ -136,7 +136,6 @@ const PARTS = [
   "destinations",
   "quota",
   "wal",
-  "retention",
 ] as const;
 type Part = (typeof PARTS)[number];
 
@@ -400,7 +399,8 @@ try {
       };
     });
   }
-  if (runs("quota")) {
+  // The CPU-share figures belong with the throughput ones (issue 33): `throughput` runs them too.
+  if (runs("quota") || runs("throughput")) {
     log(
       `relay process under a Lambda CPU share (${QUOTA_MEMORY_MB.map((mb) => mb ?? "no quota").join(", ")} MB), SQS +${SQS_LATENCY_MS} ms`,
     );
@@ -415,13 +415,8 @@ try {
     results.relayQuota = quotaRuns;
   }
   if (runs("wal")) {
-    log("(13) WAL bytes per event: enqueue, relay, purge, vacuum (3 runs)");
-    results.walPerEvent = [];
-    for (let i = 0; i < REPEATS; i++) results.walPerEvent.push(await measureWalPerEvent(db.pool, endpoint));
-  }
-  if (runs("retention")) {
     log(
-      "(14) retention modes side by side: WAL, dead tuples, DB-only limit, relay 0/20 ms, claim; record variants",
+      "(13)+(14) retention modes side by side: WAL by stage and record type, dead tuples, DB-only limit, relay 0/20 ms, claim; record variants",
     );
     results.retention = {
       modes: await measureRetentionModes(

@@ -1,8 +1,10 @@
 import type pg from "pg";
+import { withTransaction } from "../../functions/shared/db/session.ts";
 import type { Queryable } from "../../functions/shared/db/session.ts";
 import { type OutboxNames, outboxNames } from "../../functions/shared/outbox/names.ts";
 import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
 import { claimBatch, newClaimCursor } from "../../functions/shared/relay/sql/claimBatch.ts";
+import { type Retention, recordOutcomes } from "../../functions/shared/relay/sql/recordOutcomes.ts";
 import { type BacklogShape, resetOutbox, seedBacklog, seedPublished } from "../lib/benchDatabase.ts";
 import { percentile } from "../lib/stats.ts";
 
@@ -34,6 +36,12 @@ export interface ClaimAtScale {
    * statistics still from before it: the claim must cost what it cost without it.
    */
   hot: ClaimTimings & { hotRows: number };
+  /**
+   * Per retention mode: `publishedRows` events published through the mode's own record statement (mark or
+   * delete, in the relay's batches), then the backlog, claimed before vacuum has run: what the claim meets right
+   * after a large drain, when the pending index still holds the published rows' dead entries.
+   */
+  afterPublishedBy?: { retention: Retention; recordMs: number; claims: ClaimTimings }[];
 }
 
 const FRESH_CLAIMS = 300;
@@ -65,7 +73,50 @@ export async function measureClaimAtScale(
   const fresh = await timeClaims(pool, FRESH_CLAIMS);
   await seedBacklog(pool, { events: hotRows, aggregates: 1 }, "hot", false);
   const hot = { ...(await timeClaims(pool, FRESH_CLAIMS)), hotRows };
-  return { publishedRows, pendingRows: pending.events, fresh, stale, hot };
+  const afterPublishedBy = [];
+  for (const retention of ["keep", "delete"] as const) {
+    afterPublishedBy.push(await claimAfterPublishing(pool, publishedRows, pending, retention));
+  }
+  return { publishedRows, pendingRows: pending.events, fresh, stale, hot, afterPublishedBy };
+}
+
+/**
+ * `published` pending rows over 100,000 groups, published through recordOutcomes in the mode (batches of 1,000 by
+ * seq, one transaction each), then the backlog; autovacuum is off on the table meanwhile, so the claims meet every
+ * dead entry the record left (the worst case until autovacuum's next pass).
+ */
+async function claimAfterPublishing(
+  pool: pg.Pool,
+  published: number,
+  pending: BacklogShape,
+  retention: Retention,
+) {
+  await resetOutbox(pool);
+  await pool.query("alter table outbox_events set (autovacuum_enabled = off)");
+  try {
+    await seedBacklog(pool, { events: published, aggregates: 100_000 }, "old");
+    const names = outboxNames();
+    const started = performance.now();
+    let after = "0";
+    for (;;) {
+      const rows = await withTransaction(pool, async (client) => {
+        const { rows } = await client.query<{ id: string; seq: string }>(
+          "select id, seq from outbox_events where seq > $1::bigint order by seq limit 1000 for update",
+          [after],
+        );
+        const outcomes = rows.map((row) => ({ id: row.id, published: true }));
+        await recordOutcomes(client, names, outcomes, retention);
+        return rows;
+      });
+      if (rows.length === 0) break;
+      after = rows[rows.length - 1]?.seq ?? after;
+    }
+    const recordMs = performance.now() - started;
+    await seedBacklog(pool, pending, "order");
+    return { retention, recordMs, claims: await timeClaims(pool, FRESH_CLAIMS) };
+  } finally {
+    await pool.query("alter table outbox_events reset (autovacuum_enabled)");
+  }
 }
 
 export async function timeClaims(pool: pg.Pool, claims: number): Promise<ClaimTimings> {

@@ -39,13 +39,22 @@ export interface RecordVariant {
  * in its own transaction as the relay's round does. `mark` is the shipped keep mode; `delete` the new mode without
  * its group marks and counter (the relay measurement has them); `hot mark` updates a column no index mentions on a
  * table with fillfactor 70, the floor any in-place "published" flag could reach (the relay's processed_at is in
- * every partial index's predicate, so it is never HOT); `status table` inserts the id into a narrow table with a
+ * every partial index's predicate, so it is never HOT); `mark (keep), fillfactor 50` is the shipped mark on a table
+ * whose pages keep half their room free, so the new version lands on the old one's page: Postgres then logs only
+ * the bytes that changed (heapam.c, log_heap_update's prefix/suffix compression, same page and wal_level below
+ * logical) and no second lock record, at twice the table's pages; `status table` inserts the id into a narrow table with a
  * primary key, the floor of a side table.
  */
 const VARIANTS: { variant: string; setup?: string; record: string; teardown?: string }[] = [
   {
     variant: "mark (keep)",
     record: "update outbox_events set processed_at = clock_timestamp() where id = any($1)",
+  },
+  {
+    variant: "mark (keep), fillfactor 50",
+    setup: "alter table outbox_events set (fillfactor = 50)",
+    record: "update outbox_events set processed_at = clock_timestamp() where id = any($1)",
+    teardown: "alter table outbox_events reset (fillfactor)",
   },
   { variant: "delete", record: "delete from outbox_events where id = any($1)" },
   {
@@ -161,6 +170,10 @@ export async function measureRetentionModes(
 export function retentionMarkdown(runs: RetentionModeRun[], variants: RecordVariant[]): string {
   const n = (value: number, digits = 0) => formatNumber(value, digits);
   const med = (values: number[]) => median(values);
+  const keep = runs.find((run) => run.retention === "keep");
+  /** " (1.62× keep)" beside a figure of another mode than keep, measured in the same run. */
+  const ratio = (run: RetentionModeRun, figure: (r: RetentionModeRun) => number) =>
+    keep === undefined || run === keep ? "" : ` (${n(figure(run) / figure(keep), 2)}× keep)`;
   const modes = markdownTable(
     [
       "retention",
@@ -173,6 +186,7 @@ export function retentionMarkdown(runs: RetentionModeRun[], variants: RecordVari
       "DB-only limit",
       "relay 0 ms",
       "relay 20 ms",
+      "relay CPU per 1k events (0 ms)",
       "claim p50 / p99",
     ],
     runs.map((run) => [
@@ -183,9 +197,10 @@ export function retentionMarkdown(runs: RetentionModeRun[], variants: RecordVari
       `${n(med(run.wal.map((w) => w.bytesPerEvent.vacuum)))} B`,
       `**${n(med(run.wal.map((w) => w.bytesPerEvent.total)))} B**`,
       n(med(run.wal.map((w) => w.deadTuplesPerEvent ?? 0)), 2),
-      `${n(med(run.dbLimit))} rows/s`,
-      `${n(med(run.relay0ms.map((r) => r.eventsPerSecond)))} ev/s`,
+      `${n(med(run.dbLimit))} rows/s${ratio(run, (r) => med(r.dbLimit))}`,
+      `${n(med(run.relay0ms.map((r) => r.eventsPerSecond)))} ev/s${ratio(run, (r) => med(r.relay0ms.map((x) => x.eventsPerSecond)))}`,
       `${n(med(run.relay20ms.map((r) => r.eventsPerSecond)))} ev/s`,
+      `${n(med(run.relay0ms.map((r) => r.cpuPer1k.relay)))} ms`,
       `${n(run.claimAfterPublished.p50, 1)} / ${n(run.claimAfterPublished.p99, 1)} ms`,
     ]),
   );
@@ -197,5 +212,21 @@ export function retentionMarkdown(runs: RetentionModeRun[], variants: RecordVari
       v.hotShare === null ? "" : n(v.hotShare, 2),
     ]),
   );
-  return `${modes}\n\n${record}`;
+  const stages = ["enqueue", "relay", "purge", "vacuum"] as const;
+  const where = markdownTable(
+    ["retention", "stage", "where the bytes go (WAL record type: bytes per event, count per event)"],
+    runs.flatMap((run) => {
+      const records = run.wal.find((w) => w.records !== undefined)?.records;
+      if (records === undefined) return [];
+      return stages.map((stage) => [
+        run.retention,
+        stage,
+        records[stage]
+          .slice(0, 6)
+          .map((r) => `${r.type} ${n(r.bytesPerEvent)} B (${n(r.count / (run.wal[0]?.events ?? 1), 2)})`)
+          .join(", ") || "nothing",
+      ]);
+    }),
+  );
+  return `${modes}\n\n${where}\n\n${record}`;
 }

@@ -28,6 +28,20 @@ export interface WalPerEventRun {
    * leaves two dead versions in `keep` (the marked row's old version, then the purged row) and one in `delete`.
    */
   deadTuplesPerEvent?: number;
+  /**
+   * Where each stage's bytes go: WAL record types by bytes per event (pg_walinspect's pg_get_wal_stats over the
+   * stage), those of at least 1 B per event; absent where the extension is not available.
+   */
+  records?: Record<WalStage, WalRecordShare[]>;
+}
+
+export type WalStage = "enqueue" | "relay" | "purge" | "vacuum";
+
+export interface WalRecordShare {
+  /** resource manager/record type, e.g. Heap/INSERT, Btree/INSERT_LEAF, Heap/LOCK. */
+  type: string;
+  count: number;
+  bytesPerEvent: number;
 }
 
 /** ~180-byte order payload and a traceparent header: the backlog's event (lib/benchDatabase.ts). */
@@ -52,8 +66,8 @@ async function lsn(pool: pg.Pool): Promise<string> {
   return rows[0]?.lsn ?? "0/0";
 }
 
-/** VACUUM (VERBOSE) on one session: its WAL and the dead row versions it reports removing. */
-async function vacuum(pool: pg.Pool): Promise<{ bytes: number; removed: number }> {
+/** VACUUM (VERBOSE) on one session: its WAL range and the dead row versions it reports removing. */
+async function vacuum(pool: pg.Pool): Promise<{ from: string; to: string; removed: number }> {
   const client = await pool.connect();
   let removed = 0;
   const onNotice = (notice: { message?: string }) => {
@@ -64,19 +78,66 @@ async function vacuum(pool: pg.Pool): Promise<{ bytes: number; removed: number }
   try {
     const from = await lsn(pool);
     await client.query("vacuum (verbose) outbox_events");
-    return { bytes: await walSince(pool, from), removed };
+    return { from, to: await lsn(pool), removed };
   } finally {
     client.off("notice", onNotice);
     client.release();
   }
 }
 
-async function walSince(pool: pg.Pool, from: string): Promise<number> {
+/**
+ * The WAL records between two positions by type (pg_walinspect, in contrib since Postgres 15). The range must
+ * be flushed before the function reads it: with synchronous_commit off (the bench's server) a commit does not
+ * wait for that, so one transaction with it on writes and flushes its commit record, which lies past `to`.
+ */
+async function walRecords(
+  pool: pg.Pool,
+  from: string,
+  to: string,
+  events: number,
+): Promise<WalRecordShare[] | undefined> {
+  await withTransaction(pool, (client) =>
+    client.query("select set_config('synchronous_commit', 'on', true), pg_current_xact_id()"),
+  );
+  const found = await pool
+    .query<{ type: string; count: string; bytes: string }>(
+      `select "resource_manager/record_type" as type, count::text, combined_size::text as bytes
+       from pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true)
+       where combined_size >= $3::bigint
+       order by combined_size desc`,
+      [from, to, events],
+    )
+    .catch(() => undefined); // no pg_walinspect (a managed server): the totals stand without the breakdown
+  if (found === undefined) return undefined;
+  const { rows } = found;
+  return rows.map((row) => ({
+    type: row.type,
+    count: Number(row.count),
+    bytesPerEvent: Number(row.bytes) / events,
+  }));
+}
+
+async function lsnDiff(pool: pg.Pool, range: { from: string; to: string }): Promise<number> {
   const { rows } = await pool.query<{ bytes: string }>(
-    "select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint as bytes",
-    [from],
+    "select pg_wal_lsn_diff($2::pg_lsn, $1::pg_lsn)::bigint as bytes",
+    [range.from, range.to],
   );
   return Number(rows[0]?.bytes ?? 0);
+}
+
+/** The two vacuum runs' records as one list: same types summed. */
+function mergeRecords(shares: WalRecordShare[]): WalRecordShare[] {
+  const byType = new Map<string, WalRecordShare>();
+  for (const share of shares) {
+    const seen = byType.get(share.type);
+    byType.set(
+      share.type,
+      seen === undefined
+        ? share
+        : { type: share.type, count: seen.count + share.count, bytesPerEvent: seen.bytesPerEvent + share.bytesPerEvent },
+    );
+  }
+  return [...byType.values()].sort((a, b) => b.bytesPerEvent - a.bytesPerEvent);
 }
 
 /**
@@ -116,6 +177,19 @@ export async function measureWalPerEvent(
     { step: "initialize", name: "countSendMessageBatch" },
   );
   try {
+    // Created before the first stage's start (its own WAL stays out of every stage); absent on a server without
+    // the contrib module, where the breakdown is left out.
+    await pool.query("create extension if not exists pg_walinspect").catch(() => {});
+    const records: Partial<Record<WalStage, WalRecordShare[]>> = {};
+    /** A stage's range: its bytes now, its records read right after (before the next stage starts). */
+    const stage = async (name: WalStage, range: { from: string; to: string }) => {
+      const bytes = await lsnDiff(pool, range);
+      // pg_get_wal_stats refuses an empty range (delete retention's purge stage writes nothing).
+      const found = bytes > 0 ? await walRecords(pool, range.from, range.to, events) : [];
+      if (found !== undefined) records[name] = mergeRecords([...(records[name] ?? []), ...found]);
+      return bytes;
+    };
+
     let from = await lsn(pool);
     const perTransaction = 10;
     for (let n = 0; n < events; n += perTransaction) {
@@ -124,7 +198,7 @@ export async function measureWalPerEvent(
       );
       await withTransaction(pool, (client) => enqueue(client, batch));
     }
-    const enqueueBytes = await walSince(pool, from);
+    const enqueueBytes = await stage("enqueue", { from, to: await lsn(pool) });
 
     const destination = sqsFifoDestination(sqs, { queueUrl: await createBenchQueue(sqs, "wal") });
     from = await lsn(pool);
@@ -137,9 +211,10 @@ export async function measureWalPerEvent(
         `WAL run published ${summary.published} of ${events} (${summary.lastError ?? "no error"})`,
       );
     }
-    const relayBytes = await walSince(pool, from);
+    const relayBytes = await stage("relay", { from, to: await lsn(pool) });
 
     const afterRelay = await vacuum(pool);
+    const afterRelayBytes = await stage("vacuum", afterRelay);
 
     from = await lsn(pool);
     const names = outboxNames();
@@ -151,10 +226,10 @@ export async function measureWalPerEvent(
     }
     const expectPurged = retention === "keep" ? events : 0;
     if (purged !== expectPurged) throw new Error(`WAL run purged ${purged} of ${expectPurged}`);
-    const purgeBytes = await walSince(pool, from);
+    const purgeBytes = await stage("purge", { from, to: await lsn(pool) });
 
     const afterPurge = await vacuum(pool);
-    const vacuumBytes = afterRelay.bytes + afterPurge.bytes;
+    const vacuumBytes = afterRelayBytes + (await stage("vacuum", afterPurge));
 
     const per = (bytes: number) => bytes / events;
     return {
@@ -170,6 +245,7 @@ export async function measureWalPerEvent(
       sqsRequestsPerEvent: sendBatches / events,
       deadTuplesPerEvent: (afterRelay.removed + afterPurge.removed) / events,
       retention,
+      ...(Object.keys(records).length === 4 ? { records: records as Record<WalStage, WalRecordShare[]> } : {}),
     };
   } finally {
     sqs.destroy();
