@@ -7,8 +7,9 @@ import { defineConfig } from "vitest/config";
  * mode (the purge, the relay handler's published counts, redrive's "overtaken", the order-key's highest seq) also
  * run both modes there, explicitly.
  *
- * - The order tests, conformance, faults, the relay handler, redrive, the purge, the metrics: every per-row
- *   assertion on a published event, in the mode where that row is gone.
+ * - The order tests, conformance, faults, isolation (one bad row among deleted ones, in the one record
+ *   statement), the relay handler, redrive, the purge, the metrics: every per-row assertion on a published
+ *   event, in the mode where that row is gone.
  * - Five chaos scenarios, with CHAOS_PROFILE=ci (3,000 events each), where deleting on publish could lose or
  *   repeat an event: a relay SIGKILLed between SQS accepting a batch and its commit (the rolled-back delete must
  *   leave the rows to re-send), four relays at once (their rounds meet on the counters row), Postgres restarted
@@ -29,6 +30,7 @@ export default defineConfig({
             "test/relay/order*.test.ts",
             "test/relay/conformance.test.ts",
             "test/relay/faults.test.ts",
+            "test/relay/isolation.test.ts",
             "test/relay/handler.test.ts",
             "test/operate/**/*.test.ts",
             "test/purge/**/*.test.ts",
