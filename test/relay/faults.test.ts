@@ -6,6 +6,7 @@ import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { checkLedger } from "../support/ledger.ts";
 import {
+  clearOutbox,
   rowStates as outboxRowStates,
   publishedRow,
   writeEvents as writeOutboxEvents,
@@ -19,9 +20,7 @@ const aws = useFakeSqs();
 beforeEach(async () => {
   aws.fake.resetFaults();
   aws.fake.up();
-  await db.pool.query("delete from outbox_events");
-  // rowStates() counts what the relay deleted as published (OUTBOX_RETENTION=delete): from zero per test.
-  await db.pool.query("update outbox_deleted_on_publish set events = 0");
+  await clearOutbox(db.pool);
 });
 
 function queueName(url: string) {

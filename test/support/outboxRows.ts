@@ -12,6 +12,15 @@ export async function writeEvents(db: pg.Pool, events: OutboxEvent<unknown>[]) {
 }
 
 /**
+ * Empties the outbox between tests: its rows, and the count of events the relay deleted as published
+ * (OUTBOX_RETENTION=delete), so rowStates() counts from zero. The highest seq stays: the order key never goes back.
+ */
+export async function clearOutbox(db: Queryable) {
+  await db.query("delete from outbox_events");
+  await db.query("update outbox_deleted_on_publish set events = 0");
+}
+
+/**
  * How many events are published (rows marked so, plus those the relay deleted as published: migration 0011's
  * counter), still pending, and dead-lettered.
  */
