@@ -648,70 +648,93 @@ describe("Lambda handlers write EMF with the figures the database holds", () => 
     expect(line?.values.PurgedRows).toBeUndefined();
   });
 
-  it("relay: counters, per-type failures, lag of every event and one batch duration per claiming round", async () => {
-    // Eight good events, created 42 s ago (so their lag is easy to recognise), and one row SQS would refuse
-    // (a space in its group id): dead-lettered at once, as a malformed row put in by hand must be.
-    await db.pool.query(
-      `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload, created_at)
-       select 'order', 'order-' || g, case when g <= 5 then 'order.created' else 'order.paid' end,
-              jsonb_build_object('n', g), now() - interval '42 seconds'
-       from generate_series(1, 8) as g
-       union all
-       select 'order', 'bad id', 'order.broken', '{}'::jsonb, now() - interval '42 seconds'`,
-    );
-    const { handler } = await import("../../functions/relay/handler.ts");
+  /**
+   * In each retention mode (OUTBOX_RETENTION), EventsPublished is what the table says was published: the rows the
+   * relay marked (keep), whose processed_at also gives each event's stored lag, or the deleted-on-publish counter
+   * (delete, migration 0011), where no row is left to give a lag: the relay's own lag is then bounded by the
+   * event's age when the invocation ended.
+   */
+  it.each(["keep", "delete"] as const)(
+    "relay (retention %s): counters, per-type failures, lag of every event and one batch duration per claiming round",
+    async (retention) => {
+      // Eight good events, created 42 s ago (so their lag is easy to recognise), and one row SQS would refuse
+      // (a space in its group id): dead-lettered at once, as a malformed row put in by hand must be.
+      await db.pool.query(
+        `insert into outbox_events (aggregate_type, aggregate_id, event_type, payload, created_at)
+         select 'order', 'order-' || g, case when g <= 5 then 'order.created' else 'order.paid' end,
+                jsonb_build_object('n', g), now() - interval '42 seconds'
+         from generate_series(1, 8) as g
+         union all
+         select 'order', 'bad id', 'order.broken', '{}'::jsonb, now() - interval '42 seconds'`,
+      );
+      const { rows: counted } = await db.pool.query("select events from outbox_deleted_on_publish");
+      vi.resetModules();
+      vi.stubEnv("OUTBOX_RETENTION", retention);
+      const { handler } = await import("../../functions/relay/handler.ts");
+      vi.unstubAllEnvs();
 
-    const summary = await handler(scheduledEvent, lambdaContext("outbox-relay", 5_000));
+      const summary = await handler(scheduledEvent, lambdaContext("outbox-relay", 5_000));
+      const ageMs = (
+        await db.pool.query(
+          "select max(extract(epoch from now() - created_at) * 1000)::float8 as ms from outbox_events",
+        )
+      ).rows[0].ms;
 
-    expect(summary).toMatchObject({ published: 8, failed: 1, deadLettered: 1, stoppedBy: "drained" });
-    const { rows: lagRows } = await db.pool.query<{ lag_ms: number }>(
-      `select (extract(epoch from processed_at - created_at) * 1000)::float8 as lag_ms
-       from outbox_events where processed_at is not null order by lag_ms`,
-    );
-    const { rows: deadRows } = await db.pool.query(
-      "select event_type from outbox_events where dead_lettered_at is not null",
-    );
-    expect(lagRows).toHaveLength(8);
-    expect(deadRows).toEqual([{ event_type: "order.broken" }]);
+      expect(summary).toMatchObject({ published: 8, failed: 1, deadLettered: 1, stoppedBy: "drained" });
+      const { rows: lagRows } = await db.pool.query<{ lag_ms: number }>(
+        `select (extract(epoch from processed_at - created_at) * 1000)::float8 as lag_ms
+         from outbox_events where processed_at is not null order by lag_ms`,
+      );
+      const { rows: deleted } = await db.pool.query("select events from outbox_deleted_on_publish");
+      const published = lagRows.length + Number(deleted[0].events) - Number(counted[0].events);
+      const { rows: deadRows } = await db.pool.query(
+        "select event_type from outbox_events where dead_lettered_at is not null",
+      );
+      expect(lagRows).toHaveLength({ keep: 8, delete: 0 }[retention]);
+      expect(published).toBe(8);
+      expect(deadRows).toEqual([{ event_type: "order.broken" }]);
 
-    const lines = stdout.emf();
-    for (const line of lines)
-      expect([line.namespace, line.fields.service]).toEqual(["OutboxRelay", "outbox-relay"]);
-    const perType = lines.filter((line) => line.dimensions[0]?.includes("eventType"));
-    expect(perType).toHaveLength(1);
-    expect(perType[0]?.dimensions).toEqual([["service", "eventType"]]);
-    expect(perType[0]?.fields.eventType).toBe("order.broken");
-    expect(perType[0]?.values).toEqual({ PublishFailures: [1] });
-    // The heartbeat written as the invocation starts, then the window its end stores.
-    const [started, ...main] = lines.filter((line) => !perType.includes(line));
-    expect(started?.values).toEqual({
-      EventsPublished: [0],
-      PublishFailures: [0],
-      EventsDeadLettered: [0],
-      RelayHeartbeat: [1],
-    });
-    expect(main).toHaveLength(1);
-    expect(main[0]?.dimensions).toEqual([["service"]]);
-    expect(main[0]?.values).toMatchObject({
-      EventsPublished: [lagRows.length],
-      PublishFailures: [deadRows.length],
-      EventsDeadLettered: [deadRows.length],
-      RelayHeartbeat: [1],
-      RelayStalled: [0],
-    });
-    // One round claimed all nine rows; the drain's second round found nothing.
-    expect(main[0]?.values.BatchDuration).toHaveLength(1);
-    expect(main[0]?.units).toMatchObject({ BatchDuration: "Milliseconds", PublishLag: "Milliseconds" });
-    // The relay measures lag just after its commit; the database stamped processed_at just before.
-    const lags = [...(main[0]?.values.PublishLag ?? [])].sort((a, b) => a - b);
-    expect(lags).toHaveLength(8);
-    lags.forEach((lag, index) => {
-      const stored = lagRows[index]?.lag_ms ?? Number.NaN;
-      expect(lag).toBeGreaterThanOrEqual(42_000);
-      expect(lag - stored).toBeGreaterThanOrEqual(-5);
-      expect(lag - stored).toBeLessThan(1_000);
-    });
-  });
+      const lines = stdout.emf();
+      for (const line of lines)
+        expect([line.namespace, line.fields.service]).toEqual(["OutboxRelay", "outbox-relay"]);
+      const perType = lines.filter((line) => line.dimensions[0]?.includes("eventType"));
+      expect(perType).toHaveLength(1);
+      expect(perType[0]?.dimensions).toEqual([["service", "eventType"]]);
+      expect(perType[0]?.fields.eventType).toBe("order.broken");
+      expect(perType[0]?.values).toEqual({ PublishFailures: [1] });
+      // The heartbeat written as the invocation starts, then the window its end stores.
+      const [started, ...main] = lines.filter((line) => !perType.includes(line));
+      expect(started?.values).toEqual({
+        EventsPublished: [0],
+        PublishFailures: [0],
+        EventsDeadLettered: [0],
+        RelayHeartbeat: [1],
+      });
+      expect(main).toHaveLength(1);
+      expect(main[0]?.dimensions).toEqual([["service"]]);
+      expect(main[0]?.values).toMatchObject({
+        EventsPublished: [published],
+        PublishFailures: [deadRows.length],
+        EventsDeadLettered: [deadRows.length],
+        RelayHeartbeat: [1],
+        RelayStalled: [0],
+      });
+      // One round claimed all nine rows; the drain's second round found nothing.
+      expect(main[0]?.values.BatchDuration).toHaveLength(1);
+      expect(main[0]?.units).toMatchObject({ BatchDuration: "Milliseconds", PublishLag: "Milliseconds" });
+      // The relay measures lag just after its commit; the database stamped processed_at just before.
+      const lags = [...(main[0]?.values.PublishLag ?? [])].sort((a, b) => a - b);
+      expect(lags).toHaveLength(8);
+      lags.forEach((lag, index) => {
+        expect(lag).toBeGreaterThanOrEqual(42_000);
+        expect(lag).toBeLessThanOrEqual(ageMs);
+        if (retention === "delete") return;
+        const stored = lagRows[index]?.lag_ms ?? Number.NaN;
+        expect(lag - stored).toBeGreaterThanOrEqual(-5);
+        expect(lag - stored).toBeLessThan(1_000);
+      });
+    },
+  );
 });
 
 describe("purge handler: the snapshot and the purge cannot stop each other", () => {

@@ -177,12 +177,12 @@ describe("without a span or a tracer", () => {
   it("captures nothing outside a span: no column, no trace attribute, no AWSTraceHeader", async () => {
     const queueUrl = await createFifoQueue(fake.sqs, "untraced");
     const { id } = await enqueueCommitted(db.pool, anEvent());
-    await drain(db.pool, fake.sqs, testRelayOptions(queueUrl));
-    const { messages } = await consume(fake.sqs, queueUrl);
-
     const { rows } = await db.pool.query("select traceparent, tracestate from outbox_events where id = $1", [
       id,
     ]);
+    await drain(db.pool, fake.sqs, testRelayOptions(queueUrl));
+    const { messages } = await consume(fake.sqs, queueUrl);
+
     expect(rows).toEqual([{ traceparent: null, tracestate: null }]);
     expect(attribute(messages[0], "traceparent")).toBeUndefined();
     expect(messages[0]?.Attributes?.AWSTraceHeader).toBeUndefined();

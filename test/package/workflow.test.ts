@@ -97,6 +97,10 @@ describe("the GitHub Actions workflows", () => {
     const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
     expect(pkg.scripts.test).toContain("npm run test:pooler");
     expect(pkg.scripts["test:pooler"]).toMatch(/^OUTBOX_TEST_POOLER=pgbouncer vitest run /);
+    expect(pkg.scripts.test).toContain("npm run test:retention");
+    expect(pkg.scripts["test:retention"]).toMatch(
+      /^OUTBOX_RETENTION=delete .*vitest run --config vitest\.retention\.config\.ts$/,
+    );
     // The upgrade test runs the previous relay from git history: every job needs the whole history.
     for (const job of Object.values(ci.jobs)) {
       const checkout = job.steps.find((step) => step.uses?.startsWith("actions/checkout@"));

@@ -13,13 +13,18 @@ import {
 import { purgeConfigFromEnv } from "../../functions/shared/purge/settings.ts";
 import { purgePublished, purgeStatements } from "../../functions/shared/purge/sql/purgePublished.ts";
 import { type RelaySummary, runRelay } from "../../functions/shared/relay/engine.ts";
+import type { Retention } from "../../functions/shared/relay/sql/recordOutcomes.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { drain, queueDestination, testRelayOptions } from "../support/relay.ts";
+import { anEvent } from "../support/factories.ts";
+import { rowStates } from "../support/outboxRows.ts";
+import { enqueueCommitted } from "../support/produce.ts";
+import { drain, queueDestination, TEST_RETENTION, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
 
 const db = useTestDatabase();
 const names = outboxNames();
 const aws = useFakeSqs();
+const RETENTION_MODES = ["keep", "delete"] as const satisfies readonly Retention[];
 
 function options(overrides: Partial<PurgeOptions> = {}): PurgeOptions {
   return { ...DEFAULT_PURGE_OPTIONS, statementTimeoutMs: 2_000, ...overrides };
@@ -359,6 +364,9 @@ describe("a backlog of 100,000 published rows", () => {
     }
   });
 
+  // In the tests' retention mode (TEST_RETENTION): `npm test` runs it in keep, `npm run test:retention` in delete,
+  // where the relay deletes its own rows as it publishes while the purge deletes what keep left. One 100k backlog
+  // per run of the file; what differs by mode is checked in both modes below, on a few rows.
   it("is purged while a relay publishes, and the relay's work completes in order", async () => {
     // 2,000 live events over 100 aggregates: the relay claims one head per aggregate per round, so it needs
     // 20+ rounds, and the purge starts when the first one ends.
@@ -368,6 +376,7 @@ describe("a backlog of 100,000 published rows", () => {
        from generate_series(1, 2000) as g`,
     );
     const queueUrl = await createFifoQueue(aws.sqs, "purge-backlog");
+    const before = await rowStates(db.pool);
     let purging: Promise<PurgeSummary> | undefined;
     let purgeStartedAtRound = 0;
     const roundsEnded: number[] = [];
@@ -401,8 +410,14 @@ describe("a backlog of 100,000 published rows", () => {
     expect(roundsEnded.length).toBeGreaterThan(purgeStartedAtRound);
     const snapshot = await readOutboxSnapshot(db.pool, options());
     expect(snapshot).toMatchObject({ pending: 0, deadLetters: 0, blockedAggregates: 0 });
+    // What the relay published is left as rows (keep) or was deleted as it went (delete); counted either way.
     const { rows } = await db.pool.query("select count(*)::int as n from outbox_events");
-    expect(rows[0].n).toBe(2_000);
+    expect(rows[0].n).toBe({ keep: 2_000, delete: 0 }[TEST_RETENTION]);
+    expect(await rowStates(db.pool)).toEqual({
+      published: before.published - 100_000 + 2_000,
+      pending: 0,
+      dead: 0,
+    });
     // Per-aggregate order at the queue: each group's payloads arrive in insert order.
     const byGroup = new Map<string, number[]>();
     for (const delivery of aws.fake.deliveries(queueUrl.split("/").pop())) {
@@ -413,11 +428,46 @@ describe("a backlog of 100,000 published rows", () => {
     expect(byGroup.size).toBe(100);
     for (const list of byGroup.values()) expect(list).toEqual([...list].sort((a, b) => a - b));
     console.log(
-      `[purge] 100k rows in ${purgeSummary.durationMs} ms (${purgeSummary.batches} statements) beside a relay ` +
+      `[purge] ${TEST_RETENTION}: 100k rows in ${purgeSummary.durationMs} ms (${purgeSummary.batches} statements) beside a relay ` +
         `publishing 2,000 events in ${relaySummary.rounds} rounds; both done ${Math.round(
           Math.max(purgeEnded, roundsEnded.at(-1) ?? 0) - started,
         )} ms after start`,
     );
+  });
+});
+
+describe.each(RETENTION_MODES)("the purge after a relay in retention mode %s", (retention) => {
+  it("deletes old dead letters and what keep left; in delete the relay left none of its published rows", async () => {
+    await db.pool.query("delete from outbox_events");
+    const leftFromKeep = await insertPublished(10, 200);
+    const oldDead = await insertDeadLetters(3, 300);
+    const recentDead = await insertDeadLetters(2, 10);
+    const live = await enqueueCommitted(
+      db.pool,
+      Array.from({ length: 20 }, (_, i) => anEvent({ aggregateId: `live-${i % 4}` })),
+    );
+    const queueUrl = await createFifoQueue(aws.sqs, `purge-after-${retention}`);
+    const relayed = await drain(db.pool, aws.sqs, testRelayOptions(queueUrl, { retention }));
+    // A week on: what the relay marked (keep) is past the retention too; in delete there is nothing to age.
+    const { rowCount: marked } = await db.pool.query(
+      "update outbox_events set processed_at = processed_at - interval '200 hours' where id = any($1::uuid[])",
+      [live.map((row) => row.id)],
+    );
+
+    const summary = await runPurge(
+      { pool: db.pool, deadline: longDeadline() },
+      options({ deadLetterRetentionHours: 24 }),
+    );
+
+    expect(relayed.published).toBe(20);
+    expect(aws.fake.deliveries(queueUrl.split("/").pop())).toHaveLength(20);
+    expect(marked).toBe({ keep: 20, delete: 0 }[retention]);
+    expect(summary).toMatchObject({
+      deletedRows: leftFromKeep.length + (marked ?? 0),
+      deletedDeadLetters: oldDead.length,
+      stoppedBy: "drained",
+    });
+    expect(await remainingIds()).toEqual([...recentDead].sort());
   });
 });
 

@@ -5,7 +5,12 @@ import { runRelay } from "../../functions/shared/relay/engine.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { checkLedger } from "../support/ledger.ts";
-import { rowStates as outboxRowStates, writeEvents as writeOutboxEvents } from "../support/outboxRows.ts";
+import {
+  clearOutbox,
+  rowStates as outboxRowStates,
+  publishedRow,
+  writeEvents as writeOutboxEvents,
+} from "../support/outboxRows.ts";
 import { drain, drainUntilEmpty, queueDestination, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
 
@@ -15,9 +20,7 @@ const aws = useFakeSqs();
 beforeEach(async () => {
   aws.fake.resetFaults();
   aws.fake.up();
-  await db.pool.query("delete from outbox_events");
-  // rowStates() counts what the relay deleted as published (OUTBOX_RETENTION=delete): from zero per test.
-  await db.pool.query("update outbox_deleted_on_publish set events = 0");
+  await clearOutbox(db.pool);
 });
 
 function queueName(url: string) {
@@ -142,8 +145,9 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       dead: false,
     });
     expect(state.get(bad2?.id)).toMatchObject({ published: false, attempts: 0 });
-    expect(state.get(other1?.id)).toMatchObject({ published: true });
-    expect(state.get(other2?.id)).toMatchObject({ published: true });
+    expect(state.get(other1?.id)).toEqual(publishedRow());
+    expect(state.get(other2?.id)).toEqual(publishedRow());
+    expect(await rowStates()).toEqual({ published: 2, pending: 2, dead: 0 });
     expect(summary.failed).toBe(1);
     expect(aws.fake.deliveries(queueName(queue)).map((delivery) => delivery.dedupId)).toEqual([
       other1?.id,
@@ -172,7 +176,8 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
     const state = new Map(rows.map((row) => [row.id, row]));
     expect(state.get(invalid?.id)).toMatchObject({ attempts: 1, dead: true, published: false });
     expect(state.get(flaky?.id)).toMatchObject({ attempts: 3, dead: true, published: false });
-    expect(state.get(healthy?.id)).toMatchObject({ dead: false, published: true });
+    expect(state.get(healthy?.id)).toEqual(publishedRow({ dead: false }));
+    expect(await rowStates()).toEqual({ published: 1, pending: 0, dead: 2 });
   });
 
   it("never counts server-side entry errors (SenderFault = false) towards max attempts, however many", async () => {
@@ -200,12 +205,9 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
       [first?.id],
     );
     expect(failures).toEqual({ InternalError: 3, ServiceUnavailable: 3 });
-    expect(rows[0]).toMatchObject({
-      attempts: 0,
-      transient_failures: 6,
-      dead_lettered_at: null,
-      published: true,
-    });
+    // Published, not dead-lettered after six failures at maxAttempts 2; the kept row shows how they counted.
+    expect(rows[0]).toEqual(publishedRow({ attempts: 0, transient_failures: 6, dead_lettered_at: null }));
+    expect(await rowStates()).toEqual({ published: 2, pending: 0, dead: 0 });
     const ledger = checkLedger(written, aws.fake.deliveries(queueName(queue)));
     expect(ledger.lost).toEqual([]);
     expect(ledger.orderViolations).toEqual([]);
@@ -233,10 +235,11 @@ describe("relay under SQS faults (in-process SQS endpoint)", () => {
 
     expect(seen).toEqual(codes);
     const { rows } = await db.pool.query(
-      "select attempts, transient_failures, dead_lettered_at from outbox_events where id = $1",
+      "select attempts, transient_failures, dead_lettered_at, processed_at is not null as published from outbox_events where id = $1",
       [first?.id],
     );
-    expect(rows[0]).toMatchObject({ attempts: 0, transient_failures: 4, dead_lettered_at: null });
+    expect(rows[0]).toEqual(publishedRow({ attempts: 0, transient_failures: 4, dead_lettered_at: null }));
+    expect(await rowStates()).toEqual({ published: 2, pending: 0, dead: 0 });
     const ledger = checkLedger(written, aws.fake.deliveries(queueName(queue)));
     expect(ledger.lost).toEqual([]);
     expect(ledger.orderViolations).toEqual([]);

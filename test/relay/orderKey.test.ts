@@ -3,6 +3,7 @@ import { afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { lambdaContext, relayLambdaEnv } from "../support/lambda.ts";
+import { highestPublishedSeq } from "../support/outboxRows.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 import { drain, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, sqsClient } from "../support/sqs.ts";
@@ -60,10 +61,7 @@ describe("the order key never runs backwards unnoticed", () => {
       /order key ran backwards: sequence .* would hand out seq \d+ next, not above seq \d+.*setval/,
     );
     expect(await pending()).toBe(1);
-    const { rows } = await db.pool.query(
-      "select max(seq) as max from outbox_events where processed_at is not null",
-    );
-    await db.pool.query(`select setval('${SEQUENCE}', $1)`, [rows[0].max]);
+    await db.pool.query(`select setval('${SEQUENCE}', $1)`, [await highestPublishedSeq(db.pool)]);
     await expect((await handler())(scheduledEvent, lambdaContext(2_500))).resolves.toMatchObject({
       published: 1,
     });
