@@ -1,6 +1,6 @@
 import type pg from "pg";
-import { withTransaction } from "../../functions/shared/db/session.ts";
 import type { Queryable } from "../../functions/shared/db/session.ts";
+import { withTransaction } from "../../functions/shared/db/session.ts";
 import { type OutboxNames, outboxNames } from "../../functions/shared/outbox/names.ts";
 import { DEFAULT_RELAY_OPTIONS } from "../../functions/shared/relay/engine.ts";
 import { claimBatch, newClaimCursor } from "../../functions/shared/relay/sql/claimBatch.ts";

@@ -134,7 +134,11 @@ function mergeRecords(shares: WalRecordShare[]): WalRecordShare[] {
       share.type,
       seen === undefined
         ? share
-        : { type: share.type, count: seen.count + share.count, bytesPerEvent: seen.bytesPerEvent + share.bytesPerEvent },
+        : {
+            type: share.type,
+            count: seen.count + share.count,
+            bytesPerEvent: seen.bytesPerEvent + share.bytesPerEvent,
+          },
     );
   }
   return [...byType.values()].sort((a, b) => b.bytesPerEvent - a.bytesPerEvent);
@@ -245,7 +249,9 @@ export async function measureWalPerEvent(
       sqsRequestsPerEvent: sendBatches / events,
       deadTuplesPerEvent: (afterRelay.removed + afterPurge.removed) / events,
       retention,
-      ...(Object.keys(records).length === 4 ? { records: records as Record<WalStage, WalRecordShare[]> } : {}),
+      ...(Object.keys(records).length === 4
+        ? { records: records as Record<WalStage, WalRecordShare[]> }
+        : {}),
     };
   } finally {
     sqs.destroy();
