@@ -59,10 +59,14 @@ export async function recordOutcomes(
   retention: Retention = "keep",
 ) {
   if (outcomes.length === 0) return;
+  const failures = outcomes.filter((outcome) => !outcome.published);
+  // Published ids travel as one array and failures as their own (usually empty) arrays: a round that published
+  // everything sends 250 ids, not six arrays of 250 mostly empty values, which Postgres parses and the statement
+  // joins (measured: the record's round trip was 4x its execution in delete retention).
   await db.query(
     `with r as (
-       select * from unnest($1::uuid[], $2::boolean[], $3::text[], $4::integer[], $5::boolean[], $6::text[])
-         as r(id, published, error, retry_in_ms, dead_letter, counts)
+       select * from unnest($2::uuid[], $3::text[], $4::integer[], $5::boolean[], $6::text[])
+         as r(id, error, retry_in_ms, dead_letter, counts)
      ),
      failed as (
        update ${names.qualified} as o
@@ -73,17 +77,17 @@ export async function recordOutcomes(
            available_at = clock_timestamp() + r.retry_in_ms * interval '1 millisecond',
            dead_lettered_at = case when r.dead_letter then clock_timestamp() end
        from r
-       where o.id = r.id and not r.published
+       where o.id = r.id
      ),
      ${retention === "delete" ? deletePublished(names) : markPublished(names)}
      select 1`,
     [
-      outcomes.map((outcome) => outcome.id),
-      outcomes.map((outcome) => outcome.published),
-      outcomes.map((outcome) => (outcome.error === undefined ? null : storableText(outcome.error))),
-      outcomes.map((outcome) => outcome.retryInMs ?? 0),
-      outcomes.map((outcome) => outcome.deadLetter === true),
-      outcomes.map((outcome) => (outcome.published ? null : (outcome.counts ?? "attempt"))),
+      outcomes.filter((outcome) => outcome.published).map((outcome) => outcome.id),
+      failures.map((outcome) => outcome.id),
+      failures.map((outcome) => (outcome.error === undefined ? null : storableText(outcome.error))),
+      failures.map((outcome) => outcome.retryInMs ?? 0),
+      failures.map((outcome) => outcome.deadLetter === true),
+      failures.map((outcome) => outcome.counts ?? "attempt"),
       MAX_ERROR_LENGTH,
     ],
   );
@@ -93,16 +97,14 @@ function markPublished(names: OutboxNames) {
   return `published as (
        update ${names.qualified} as o
        set processed_at = clock_timestamp()
-       from r
-       where o.id = r.id and r.published
+       where o.id = any($1::uuid[])
      )`;
 }
 
 function deletePublished(names: OutboxNames) {
   return `deleted as (
        delete from ${names.qualified} as o
-       using r
-       where o.id = r.id and r.published
+       where o.id = any($1::uuid[])
        returning o.aggregate_id, o.seq
      ),
      marked as (
