@@ -13,9 +13,9 @@
 -- What read pending_group reads both partial indexes now, each through its own predicate:
 -- - strict mode's claim walk (a dead head blocks its group): each step takes the first entry past the previous
 --   group in each index and keeps the smaller (claimBatch.ts); pending_dead is empty in a healthy outbox, so
---   that is one more descent of a tiny index per group;
+--   that is one more descent of a tiny index per group,
 -- - the snapshot (observe/sql/outboxSnapshot.ts): live and dead rows counted apart, a group's head as the
---   smaller of its first live and first dead seq;
+--   smaller of its first live and first dead seq,
 -- - `delete` retention's "did this event overtake a dead letter of its group?" (recordOutcomes.ts): a descent
 --   of pending_dead instead of pending_group, so nothing to read when there are no dead letters.
 --
