@@ -201,24 +201,36 @@ export const LAMBDA_MB_PER_VCPU = 1_769;
 /**
  * Events/s one relay invocation publishes per vCPU of its share, default options, SQS +20 ms per request: the
  * bench's `quota` part runs the relay in its own process under a CPU quota of a memory size's share
- * (docs/benchmarks.md, "One relay invocation on a Lambda's CPU share"). Measured 2026-12-02: 448 MB (0.25 vCPU)
- * 1,902-2,031 events/s, 1,024 MB (0.58) 4,399-4,639: 7,500-8,000 per vCPU while the CPU share is the limit. The
- * low end, so a sized relay keeps up on a noisy day.
+ * (docs/benchmarks.md, "One relay invocation on a Lambda's CPU share"). How the figure is taken: events/s ÷ vCPU
+ * share of every run at the sizes where the share is the limit (448, 768 and 1,024 MB; at 1,769 MB and without a
+ * quota the bench machine's two cores, shared with Postgres and the endpoint, bind first), then a figure below all
+ * of them but the runs a load spike disturbed. Three quota runs of 2026-12-02 after the relay's CPU cuts
+ * (bench/results/2026-12-02T10-47-08.json, 10-49-33 and 10-50-44, load average 4-6): 7,720-11,240 per vCPU,
+ * median ~9,300, and two runs at 4,900-5,400 whose process CPU per event was 1.5x the others' (a neighbour's
+ * burst). 7,500, so a sized relay keeps up on a noisy day. (The same figure was issue 33's, from runs before that
+ * day's merges; the merges then cost ~25 % more CPU per event, and the cuts more than won it back.)
  */
 export const RELAY_EVENTS_PER_VCPU = 7_500;
 
 /**
- * The most one invocation reached: 6,481-6,827 events/s on a whole vCPU (1,769 MB), and no more without a quota
- * on two cores: past one vCPU the relay's single JavaScript thread, Postgres round trips and SQS's 20 ms bound it,
- * not the share. More throughput per target takes more relay targets (`relays`), not more memory.
+ * The largest target one invocation is sized for. With SQS +20 ms, 1,769 MB (one vCPU) published 3,400-7,000
+ * events/s in the runs above and no quota 3,100-7,600: there the bench machine, not the share, was the limit, so
+ * no run shows one invocation past ~7,000. Its ceiling is the relay's one JavaScript thread: ~70 µs of it per
+ * event (58-82 in those runs; the process adds ~30 µs on V8's GC and libuv threads), so no memory takes one
+ * invocation past ~14,000 events/s. 10,000 would take 10,000 x ~100 µs = one whole vCPU of process CPU kept
+ * fully busy, so more than 1,769 MB, and no run here shows it: this machine cannot give the relay more than one
+ * core to itself. More throughput per outbox takes more relay targets (`relays`, up to 5), each sized for its
+ * share: 10,000 events/s is `relays: 2` at 5,000 each (1,216 MB). RELAY_CONCURRENCY does not help: 25 requests x
+ * 4 rounds in flight at 20 ms already allow ~50,000 events/s; the CPU binds first.
  */
 export const RELAY_MAX_EVENTS_PER_INVOCATION = 6_000;
 
 /**
  * The default throughput target of one relay target: 3,000 events/s, what an SQS FIFO queue takes without
  * high-throughput mode (300 SendMessageBatch calls/s of 10 messages; SQS developer guide, "Amazon SQS FIFO queue
- * quotas"). Sizing for it: 3,000 / 7,500 = 0.4 vCPU = 708 MB -> 768 MB. At the payload-only 448 MB (0.25 vCPU)
- * the relay publishes about 2,000 events/s, below the queue it feeds.
+ * quotas"). Sizing for it: 3,000 / 7,500 = 0.4 vCPU = 708 MB -> 768 MB, which published 4,060-4,825 events/s in
+ * the quota runs above (one run in a load spike: 2,139). At the payload-only 448 MB (0.25 vCPU) the relay
+ * publishes 2,200-2,500 events/s, below the queue it feeds.
  */
 export const DEFAULT_TARGET_EVENTS_PER_SECOND = 3_000;
 

@@ -1,4 +1,6 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import type { RelayQuotaRun } from "../../bench/measures/relayQuota.ts";
 import {
   DEFAULT_TARGET_EVENTS_PER_SECOND,
   defaultRelayMemory,
@@ -20,6 +22,27 @@ describe("relay memory sized for throughput as well as payloads", () => {
     });
     // The share reaches the target at the measured rate per vCPU.
     expect((768 / LAMBDA_MB_PER_VCPU) * RELAY_EVENTS_PER_VCPU).toBeGreaterThanOrEqual(3_000);
+  });
+
+  it("takes its figures from the committed quota runs relayTiming.ts cites: the default memory published its target, and the rate per vCPU is below what the share-bound sizes measured", () => {
+    const runs = QUOTA_RESULTS.flatMap(
+      (file) =>
+        (
+          JSON.parse(readFileSync(new URL(`../../bench/results/${file}`, import.meta.url), "utf8")) as {
+            relayQuota: RelayQuotaRun[];
+          }
+        ).relayQuota,
+    );
+    const atDefault = runs.filter((run) => run.memoryMb === defaultRelayMemory().memoryMb);
+    expect(atDefault.length).toBeGreaterThanOrEqual(4);
+    expect(median(atDefault.map((run) => run.eventsPerSecond))).toBeGreaterThanOrEqual(
+      DEFAULT_TARGET_EVENTS_PER_SECOND,
+    );
+    // Where the share is the limit (up to 1,024 MB), most runs beat the sizing rate.
+    const perVcpu = runs
+      .filter((run) => run.memoryMb !== null && run.memoryMb <= 1_024)
+      .map((run) => run.eventsPerSecond / (run.vcpu ?? 1));
+    expect(quantile(perVcpu, 0.25)).toBeGreaterThanOrEqual(RELAY_EVENTS_PER_VCPU);
   });
 
   it("rounds the share up to 64 MB, never below Lambda's 128 MB", () => {
@@ -47,3 +70,13 @@ describe("relay memory sized for throughput as well as payloads", () => {
     expect(() => throughputMemoryMb(2.5)).toThrow(/must be an integer from 1 to 6000, got 2.5/);
   });
 });
+
+/** The quota runs infra/relayTiming.ts cites for RELAY_EVENTS_PER_VCPU and the default memory. */
+const QUOTA_RESULTS = ["2026-12-02T10-47-08.json", "2026-12-02T10-49-33.json", "2026-12-02T10-50-44.json"];
+
+function quantile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor((sorted.length - 1) * q)] ?? Number.NaN;
+}
+
+const median = (values: number[]) => quantile(values, 0.5);
