@@ -229,7 +229,8 @@ export const RELAY_MAX_EVENTS_PER_INVOCATION = 6_000;
  * The default throughput target of one relay target: 3,000 events/s, what an SQS FIFO queue takes without
  * high-throughput mode (300 SendMessageBatch calls/s of 10 messages; SQS developer guide, "Amazon SQS FIFO queue
  * quotas"). Sizing for it: 3,000 / 5,500 = 0.55 vCPU = 965 MB -> 1,024 MB, which published 3,117-6,506 events/s
- * in all 14 runs above (median ~4,500). 896 MB fell to 2,886 in one of 4; 768 MB to 2,139-2,918 in 2 of 10; the
+ * in all 14 runs above (median ~4,500). (A run at load average 8-10, 11-15-57, is not among them: there 1,024 MB,
+ * 1,769 MB and no quota all published 2,300-3,000, the machine rather than the share being the limit.) 896 MB fell to 2,886 in one of 4; 768 MB to 2,139-2,918 in 2 of 10; the
  * payload-only 448 MB published 1,100-2,500.
  */
 export const DEFAULT_TARGET_EVENTS_PER_SECOND = 3_000;
