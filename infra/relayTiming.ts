@@ -205,9 +205,9 @@ export const LAMBDA_MB_PER_VCPU = 1_769;
  * share of every run at the sizes where the share is the limit (448 to 1,024 MB; at 1,769 MB and without a quota
  * the bench machine's two cores, shared with Postgres and the endpoint, bind first), then about their tenth
  * percentile, since the same code's CPU per event drifted by up to 2x over an afternoon on that shared machine.
- * Seven quota runs of 2026-12-02 after the relay's CPU cuts (bench/results/2026-12-02T10-47-08.json, 10-49-33,
- * 10-50-44, 11-00-53, 11-04-28, 11-06-38, 11-09-10; load average 1-6): 42 runs, 4,430-11,240 per vCPU, median
- * ~7,700, tenth percentile ~5,700. 5,500. (Issue 33's 7,500 came from runs before that day's merges, which then
+ * Eight quota runs of 2026-12-02 after the relay's CPU cuts (bench/results/2026-12-02T10-47-08.json, 10-49-33,
+ * 10-50-44, 11-00-53, 11-04-28, 11-06-38, 11-09-10, 11-21-09; load average 1-6): 46 runs, 4,430-11,240 per vCPU,
+ * median ~7,500, tenth percentile ~5,700. 5,500. (Issue 33's 7,500 came from runs before that day's merges, which then
  * cost ~25 % more CPU per event; the cuts won that back.)
  */
 export const RELAY_EVENTS_PER_VCPU = 5_500;
@@ -229,7 +229,7 @@ export const RELAY_MAX_EVENTS_PER_INVOCATION = 6_000;
  * The default throughput target of one relay target: 3,000 events/s, what an SQS FIFO queue takes without
  * high-throughput mode (300 SendMessageBatch calls/s of 10 messages; SQS developer guide, "Amazon SQS FIFO queue
  * quotas"). Sizing for it: 3,000 / 5,500 = 0.55 vCPU = 965 MB -> 1,024 MB, which published 3,117-6,506 events/s
- * in all 14 runs above (median ~4,500). (A run at load average 8-10, 11-15-57, is not among them: there 1,024 MB,
+ * in all 16 runs above (median ~4,200). (A run at load average 8-10, 11-15-57, is not among them: there 1,024 MB,
  * 1,769 MB and no quota all published 2,300-3,000, the machine rather than the share being the limit.) 896 MB fell to 2,886 in one of 4; 768 MB to 2,139-2,918 in 2 of 10; the
  * payload-only 448 MB published 1,100-2,500.
  */

@@ -86,6 +86,7 @@ const QUOTA_RESULTS = [
   "2026-12-02T11-04-28.json",
   "2026-12-02T11-06-38.json",
   "2026-12-02T11-09-10.json",
+  "2026-12-02T11-21-09.json",
 ];
 
 function quantile(values: number[], q: number): number {
