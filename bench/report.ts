@@ -590,8 +590,8 @@ export function destinationTable(runs: DestinationThroughput[]): string {
 }
 
 /**
- * One row per memory size (its CPU share), every run listed: the relay's events/s per invocation and its
- * process's CPU per event. Sizes in ascending order, "no quota" last.
+ * One row per memory size (its CPU share), every run listed: the relay's events/s per invocation, its process's
+ * CPU per event and its JavaScript thread's. Sizes in ascending order, "no quota" last.
  */
 export function quotaTable(runs: RelayQuotaRun[]): string {
   const sizes = [...new Set(runs.map((run) => run.memoryMb))].sort(
@@ -603,6 +603,7 @@ export function quotaTable(runs: RelayQuotaRun[]): string {
       "SQS latency",
       "events/s per invocation (runs)",
       "process CPU µs / event (runs)",
+      "relay thread CPU µs / event (runs)",
     ],
     sizes.map((memoryMb) => {
       const of = runs.filter((run) => run.memoryMb === memoryMb);
@@ -614,6 +615,7 @@ export function quotaTable(runs: RelayQuotaRun[]): string {
         `${first.sqsLatencyMs} ms`,
         of.map((run) => n(run.eventsPerSecond)).join(" / "),
         of.map((run) => n(run.cpuUsPerEvent)).join(" / "),
+        of.map((run) => (run.threadUsPerEvent === undefined ? "–" : n(run.threadUsPerEvent))).join(" / "),
       ];
     }),
   );

@@ -178,7 +178,7 @@ export interface OutboxRelayTuning {
   readonly listen?: boolean;
   /**
    * Default: enough for the byte budget's rounds (448 MB with the defaults; a smaller value is refused) and for
-   * `targetEventsPerSecond` (768 MB for the default 3,000); relayMemory in relayTiming.ts.
+   * `targetEventsPerSecond` (1,024 MB for the default 3,000); relayMemory in relayTiming.ts.
    */
   readonly memorySize?: number;
   /**

@@ -201,24 +201,37 @@ export const LAMBDA_MB_PER_VCPU = 1_769;
 /**
  * Events/s one relay invocation publishes per vCPU of its share, default options, SQS +20 ms per request: the
  * bench's `quota` part runs the relay in its own process under a CPU quota of a memory size's share
- * (docs/benchmarks.md, "One relay invocation on a Lambda's CPU share"). Measured 2026-12-02: 448 MB (0.25 vCPU)
- * 1,902-2,031 events/s, 1,024 MB (0.58) 4,399-4,639: 7,500-8,000 per vCPU while the CPU share is the limit. The
- * low end, so a sized relay keeps up on a noisy day.
+ * (docs/benchmarks.md, "One relay invocation on a Lambda's CPU share"). How the figure is taken: events/s ÷ vCPU
+ * share of every run at the sizes where the share is the limit (448 to 1,024 MB; at 1,769 MB and without a quota
+ * the bench machine's two cores, shared with Postgres and the endpoint, bind first), then about their tenth
+ * percentile, since the same code's CPU per event drifted by up to 2x over an afternoon on that shared machine.
+ * Eight quota runs of 2026-12-02 after the relay's CPU cuts (bench/results/2026-12-02T10-47-08.json, 10-49-33,
+ * 10-50-44, 11-00-53, 11-04-28, 11-06-38, 11-09-10, 11-21-09; load average 1-6): 46 runs, 4,430-11,240 per vCPU,
+ * median ~7,500, tenth percentile ~5,700. 5,500. (Issue 33's 7,500 came from runs before that day's merges, which then
+ * cost ~25 % more CPU per event; the cuts won that back.)
  */
-export const RELAY_EVENTS_PER_VCPU = 7_500;
+export const RELAY_EVENTS_PER_VCPU = 5_500;
 
 /**
- * The most one invocation reached: 6,481-6,827 events/s on a whole vCPU (1,769 MB), and no more without a quota
- * on two cores: past one vCPU the relay's single JavaScript thread, Postgres round trips and SQS's 20 ms bound it,
- * not the share. More throughput per target takes more relay targets (`relays`), not more memory.
+ * The largest target one invocation is sized for (1,984 MB, 1.1 vCPU). With SQS +20 ms, 1,769 MB published
+ * 3,400-7,000 events/s in the runs above and no quota 3,100-7,600: there the bench machine, not the share, was the
+ * limit, so no run shows one invocation past ~7,600. Its ceiling is the relay's one JavaScript thread: 58-127 µs
+ * of it per event in those runs (173 in one disturbed run; the process adds 25-50 µs on V8's GC and libuv
+ * threads), so no memory takes one invocation past ~8,000-17,000 events/s. 10,000 would take 10,000 x 82-175 µs,
+ * more than one whole vCPU of process CPU kept fully busy, and no run here shows it: this machine cannot give the
+ * relay more than one core to itself. More throughput per outbox takes more relay targets (`relays`, up to 5), each sized for its share:
+ * 10,000 events/s is `relays: 2` at 5,000 each (1,664 MB). RELAY_CONCURRENCY does not help: 25 requests x
+ * 4 rounds in flight at 20 ms already allow ~50,000 events/s; the CPU binds first.
  */
 export const RELAY_MAX_EVENTS_PER_INVOCATION = 6_000;
 
 /**
  * The default throughput target of one relay target: 3,000 events/s, what an SQS FIFO queue takes without
  * high-throughput mode (300 SendMessageBatch calls/s of 10 messages; SQS developer guide, "Amazon SQS FIFO queue
- * quotas"). Sizing for it: 3,000 / 7,500 = 0.4 vCPU = 708 MB -> 768 MB. At the payload-only 448 MB (0.25 vCPU)
- * the relay publishes about 2,000 events/s, below the queue it feeds.
+ * quotas"). Sizing for it: 3,000 / 5,500 = 0.55 vCPU = 965 MB -> 1,024 MB, which published 3,117-6,506 events/s
+ * in all 16 runs above (median ~4,200). (A run at load average 8-10, 11-15-57, is not among them: there 1,024 MB,
+ * 1,769 MB and no quota all published 2,300-3,000, the machine rather than the share being the limit.) 896 MB fell to 2,886 in one of 4; 768 MB to 2,139-2,918 in 2 of 10; the
+ * payload-only 448 MB published 1,100-2,500.
  */
 export const DEFAULT_TARGET_EVENTS_PER_SECOND = 3_000;
 
@@ -285,7 +298,7 @@ export interface RelayMemory {
  * The relay's memory, from its byte budget and its throughput target. Payloads, with the defaults (16 MiB per
  * round, 4 parallel rounds, batch 250, 1 MiB messages): a round holds min(16, 250 x 1) = 16 MiB; four rounds in
  * flight at 3 copies each are 192 MiB; plus the 256 MB base that is 448 MB (bench: the relay draining 1 MiB
- * events with these defaults peaked at 344 MiB RSS). Throughput: 3,000 events/s by default, 768 MB. Each rounded
+ * events with these defaults peaked at 344 MiB RSS). Throughput: 3,000 events/s by default, 1,024 MB. Each rounded
  * up to a multiple of 64 MB, within Lambda's 128-10,240 MB. Less memory than payloadMb is refused (rounds would
  * not fit); less than throughputMb only publishes fewer events per second.
  *

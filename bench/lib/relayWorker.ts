@@ -15,6 +15,11 @@ export interface WorkerDrain {
   ms: number;
   /** CPU time of the whole worker process (every thread: JS, GC helpers, libuv) during the drain. */
   cpuMs: number;
+  /**
+   * CPU time of the relay's JavaScript thread alone: one invocation can never publish faster than one event per
+   * threadCpuMs / published, however much CPU its memory buys.
+   */
+  threadCpuMs: number;
 }
 
 /**

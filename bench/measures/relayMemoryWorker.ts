@@ -3,7 +3,7 @@
  * drain mode and the given byte budget, the handler's destination (lib/sqsClient.ts relayDestination) and a
  * session per parallel round. It starts when its parent writes a line to its stdin (after moving it into a CPU
  * quota group, lib/cpuQuota.ts). Prints one JSON line: events published, peak and idle RSS (MiB), the drain's
- * duration and the process's CPU time (all threads) during it.
+ * duration, the process's CPU time (all threads) during it and the relay thread's own.
  */
 import { once } from "node:events";
 import { S3Client } from "@aws-sdk/client-s3";
@@ -51,16 +51,18 @@ const destroy = () => {
 await pool.query("select 1");
 const idleRss = process.memoryUsage().rss;
 const cpuBefore = process.cpuUsage();
+const threadBefore = process.threadCpuUsage();
 const started = performance.now();
 // Ten minutes of rounds past the reserve no round starts without (480 s with the claim check's bounds).
 const deadline = Date.now() + 600_000 + roundReserveMs(options);
 const summary = await runRelay({ pool, destination, deadline }, options);
 const ms = performance.now() - started;
 const cpu = process.cpuUsage(cpuBefore);
+const thread = process.threadCpuUsage(threadBefore);
 // maxRSS is in KiB: the process's high-water mark, however briefly it was reached.
 const peakRss = process.resourceUsage().maxRSS * 1024;
 await pool.end();
 destroy();
 process.stdout.write(
-  `${JSON.stringify({ published: summary.published, peakRssMiB: mib(peakRss), idleRssMiB: mib(idleRss), ms, cpuMs: (cpu.user + cpu.system) / 1000, lastError: summary.lastError })}\n`,
+  `${JSON.stringify({ published: summary.published, peakRssMiB: mib(peakRss), idleRssMiB: mib(idleRss), ms, cpuMs: (cpu.user + cpu.system) / 1000, threadCpuMs: (thread.user + thread.system) / 1000, lastError: summary.lastError })}\n`,
 );

@@ -14,6 +14,11 @@ export interface RelayQuotaRun {
   eventsPerSecond: number;
   /** CPU of the relay's whole process (all threads) per event, µs. */
   cpuUsPerEvent: number;
+  /**
+   * CPU of the relay's JavaScript thread per event, µs: 1e6 / this is what one invocation can never exceed.
+   * Absent from results before 2026-12-02 10:00.
+   */
+  threadUsPerEvent?: number;
 }
 
 /**
@@ -46,5 +51,6 @@ export async function measureRelayQuota(
     sqsLatencyMs,
     eventsPerSecond: report.published / (report.ms / 1000),
     cpuUsPerEvent: (report.cpuMs * 1000) / report.published,
+    threadUsPerEvent: (report.threadCpuMs * 1000) / report.published,
   };
 }

@@ -82,18 +82,25 @@ describe("bench summary: a standing target must hold in every run", () => {
 });
 
 describe("bench report: the CPU-share and destination tables", () => {
-  it("renders one row per memory size, ascending, no quota last, with every run's events/s and CPU", () => {
+  it("renders one row per memory size, ascending, no quota last, with every run's events/s and CPU (process and relay thread)", () => {
     const run = (memoryMb: number | null, eventsPerSecond: number) => ({
       memoryMb,
       vcpu: memoryMb === null ? null : memoryMb / 1_769,
       sqsLatencyMs: 20,
       eventsPerSecond,
       cpuUsPerEvent: 120,
+      threadUsPerEvent: 90,
     });
     const table = quotaTable([run(1_769, 6_481), run(null, 5_994), run(448, 1_902), run(448, 2_031)]);
     const lines = table.split("\n").slice(2);
     expect(lines).toHaveLength(3);
-    expect(row(table, "448 MB (0.25)")).toEqual(["448 MB (0.25)", "20 ms", "1,902 / 2,031", "120 / 120"]);
+    expect(row(table, "448 MB (0.25)")).toEqual([
+      "448 MB (0.25)",
+      "20 ms",
+      "1,902 / 2,031",
+      "120 / 120",
+      "90 / 90",
+    ]);
     expect(lines[1]).toContain("1,769 MB (1)");
     expect(lines[2]).toContain("no quota");
     expect(markdownReport({ ...base, relayQuota: [run(448, 1_902)] })).toContain(

@@ -219,7 +219,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       Handler: "index.handler",
       Timeout: 155,
       // Sized for 3,000 events/s (0.4 vCPU), above the 448 MB the payloads need (relayTiming.ts).
-      MemorySize: 768,
+      MemorySize: 1_024,
       VpcConfig: {
         SecurityGroupIds: [
           {
@@ -1041,7 +1041,7 @@ describe("OutboxRelay construct options", () => {
   });
 
   it("exposes parallel rounds, idle polling and the round's byte budget, and sizes memory from them", () => {
-    // A low throughput target (1,000 events/s: 256 MB), so the payloads decide the memory.
+    // A low throughput target (1,000 events/s: 384 MB), so the payloads decide the memory.
     const template = constructStack(() => ({
       relay: {
         parallelRounds: 4,
@@ -1067,7 +1067,7 @@ describe("OutboxRelay construct options", () => {
         "OutboxRelayFunction",
       ).MemorySize,
     ).toBe(640);
-    // Below the throughput target's 768 MB but above what payloads need: accepted, it only publishes less.
+    // Below the throughput target's 1,024 MB but above what payloads need: accepted, it only publishes less.
     expect(
       functionProps(
         constructStack(() => ({ relay: { memorySize: 512 } })),
@@ -1079,7 +1079,7 @@ describe("OutboxRelay construct options", () => {
         constructStack(() => ({ relay: { targetEventsPerSecond: 6_000 } })),
         "OutboxRelayFunction",
       ).MemorySize,
-    ).toBe(1_472);
+    ).toBe(1_984);
     expect(() => constructStack(() => ({ relay: { targetEventsPerSecond: 10_000 } }))).toThrow(
       /relay.targetEventsPerSecond 10000 is over the 6000 events\/s one relay invocation reaches/,
     );

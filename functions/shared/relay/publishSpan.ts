@@ -18,7 +18,8 @@ const SYSTEMS: Record<string, string> = {
  * publish): one span per request, linked to each event's own trace (the producer's span `enqueue` captured), as
  * a batch serves many traces and can be the child of none. The span's parent is whatever is active in the relay
  * (the invocation's span under a Lambda instrumentation). It ends in error when any entry was not published.
- * Without OpenTelemetry (`api` undefined) the request is sent as before, with nothing built.
+ * Without OpenTelemetry or without a tracer provider (`api` undefined: recordingApi) the request is sent with
+ * nothing built.
  */
 export function sendInSpan<Message>(
   api: Api,
@@ -53,6 +54,22 @@ export function sendInSpan<Message>(
     return results;
   });
 }
+
+/**
+ * The API to publish with spans: `api` when a tracer provider is registered, else undefined. Without a provider the
+ * API hands out a ProxyTracer with nothing to delegate to, whose spans record nothing; sendInSpan would still parse
+ * every row's trace context a second time for links no one reads and run each request inside a span: ~3 % of the
+ * relay thread's CPU (bench profile, docs/benchmarks.md). A provider registered through another copy of the API is
+ * not our ProxyTracer, so it counts as registered. Asked once per round: a provider registered later (a test, a
+ * Lambda layer's wrapper) is seen by the next round.
+ */
+export function recordingApi(api: Api): Api {
+  if (api === undefined) return undefined;
+  return api.trace.getTracer(TRACER_PROBE) instanceof api.ProxyTracer ? undefined : api;
+}
+
+/** Any name does: the probe asks the provider whether it has a delegate, and no span is started with it. */
+const TRACER_PROBE = "aws-outbox-relay";
 
 /** The string-valued headers of a row (a hand-inserted row's may be anything; the destination judges those). */
 function stringValues(headers: unknown): Record<string, string> {

@@ -8,7 +8,7 @@ import type {
 import { openTelemetry } from "../observe/tracing.ts";
 import type { ClaimedRow } from "../outbox/row.ts";
 import { mapConcurrent } from "../util/concurrency.ts";
-import { sendInSpan } from "./publishSpan.ts";
+import { recordingApi, sendInSpan } from "./publishSpan.ts";
 
 export type { LoadedRow, PublishResult };
 
@@ -48,8 +48,8 @@ export async function publishRows<Message>(
     waves[position] = wave;
   }
 
-  // Each request in a span when OpenTelemetry is installed (publishSpan.ts); loaded once per process.
-  const api = await openTelemetry();
+  // Each request in a span when OpenTelemetry is installed and a tracer provider registered (publishSpan.ts).
+  const api = recordingApi(await openTelemetry());
   const failedAggregates = new Set<string>();
   for (const wave of waves) {
     const ready = wave.filter((message) => {

@@ -1,8 +1,4 @@
-import {
-  SendMessageBatchCommand,
-  type SendMessageBatchRequestEntry,
-  type SQSClient,
-} from "@aws-sdk/client-sqs";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import { errorMessage, ValidationError } from "../../outbox/errors.ts";
 import { messageSize } from "../../outbox/message.ts";
 import { CLAIM_CHECK_HINT } from "../../outbox/payloadPointer.ts";
@@ -14,9 +10,10 @@ import {
   type PublishResult,
   requestFailed,
 } from "../destination.ts";
+import { sendMessageBatchCommand } from "./batchBody.ts";
 import { SQS_MAX_BATCH_BYTES, SQS_MAX_BATCH_ENTRIES, SQS_MAX_MESSAGE_BYTES } from "./limits.ts";
 import { checkQueue } from "./queueCheck.ts";
-import { sqsMessage } from "./sqsMessage.ts";
+import { type SqsMessage, sqsMessage } from "./sqsMessage.ts";
 
 export interface SqsFifoOptions {
   queueUrl: string;
@@ -26,7 +23,8 @@ export interface SqsFifoOptions {
   endpoint?: string;
 }
 
-type Entry = Omit<SendMessageBatchRequestEntry, "Id">;
+/** Every value a string: what lets the relay write the request's JSON itself (batchBody.ts). */
+type Entry = SqsMessage;
 
 /** Entry error codes that no retry can fix: the message itself is unacceptable. */
 const PERMANENT_CODES = /InvalidParameterValue|InvalidMessageContents|MessageTooLong|InvalidAttribute/i;
@@ -68,7 +66,7 @@ function sqsQueueDestination(sqs: SQSClient, options: SqsFifoOptions, fifo: bool
     const entries = batch.map((message, index) => ({ ...message.message, Id: String(index) }));
     try {
       const response = await sqs.send(
-        new SendMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: entries }),
+        sendMessageBatchCommand(options.queueUrl, entries),
         signal ? { abortSignal: signal } : {},
       );
       return batchEntryResults(batch, response, {
