@@ -81,14 +81,16 @@ export async function measureRecordVariants(pool: pg.Pool, shape: BacklogShape):
       await pool.query("vacuum outbox_events");
       const { rows: ids } = await pool.query<{ id: string }>("select id from outbox_events order by seq");
       const before = await tableWrites(pool);
-      const { rows: start } = await pool.query<{ lsn: string }>("select pg_current_wal_lsn()::text as lsn");
+      const { rows: start } = await pool.query<{ lsn: string }>(
+        "select pg_current_wal_insert_lsn()::text as lsn",
+      );
       const batch = DEFAULT_RELAY_OPTIONS.batchSize;
       for (let i = 0; i < ids.length; i += batch) {
         const slice = ids.slice(i, i + batch).map((row) => row.id);
         await withTransaction(pool, (client) => client.query(record, [slice]));
       }
       const { rows: wal } = await pool.query<{ bytes: string }>(
-        "select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint as bytes",
+        "select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint as bytes",
         [start[0]?.lsn],
       );
       await pool.query("select pg_stat_force_next_flush()");

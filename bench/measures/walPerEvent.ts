@@ -61,8 +61,14 @@ function orderEvent(n: number, aggregates: number) {
   };
 }
 
+/**
+ * Where the next WAL record will go. Not pg_current_wal_lsn(), which is where WAL has been *written* to: with
+ * synchronous_commit off (the bench's server) that lags what transactions have already inserted by up to
+ * wal_writer_delay, and a stage's last records were counted in the next stage (seen with pg_walinspect: the
+ * enqueue's inserts in the relay stage, the purge's deletes in vacuum's).
+ */
 async function lsn(pool: pg.Pool): Promise<string> {
-  const { rows } = await pool.query<{ lsn: string }>("select pg_current_wal_lsn()::text as lsn");
+  const { rows } = await pool.query<{ lsn: string }>("select pg_current_wal_insert_lsn()::text as lsn");
   return rows[0]?.lsn ?? "0/0";
 }
 
