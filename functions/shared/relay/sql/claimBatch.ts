@@ -54,6 +54,10 @@ interface ClaimRow extends ClaimedRow {
   cursor_reaches_origin: boolean | null;
 }
 
+/** The predicates of the two pending indexes (0007's pending_group_live, 0014's pending_dead). */
+const LIVE = "p.processed_at is null and p.dead_lettered_at is null";
+const DEAD = "p.processed_at is null and p.dead_lettered_at is not null";
+
 /**
  * The claim returns no payload or headers: they can be large (or, inserted by hand, huge), so they are sized in
  * SQL and loaded separately within the round's byte budget (loadPayloads.ts).
@@ -98,10 +102,6 @@ interface ClaimRow extends ClaimedRow {
  * Dead index entries of just-published rows sit in front of an aggregate's head until vacuum (0001 runs it at
  * 1 % churn); the scan skips them as it would a dead tuple anywhere.
  */
-/** The predicates of the two pending indexes (0007's pending_group_live, 0014's pending_dead). */
-const LIVE = "p.processed_at is null and p.dead_lettered_at is null";
-const DEAD = "p.processed_at is null and p.dead_lettered_at is not null";
-
 export async function claimBatch(
   db: Queryable,
   names: OutboxNames,
