@@ -5,30 +5,16 @@ import {
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type {
-  Destination,
-  LoadedRow,
-  PublishResult,
-} from "../../functions/shared/destinations/destination.ts";
+import type { Destination, PublishResult } from "../../functions/shared/destinations/destination.ts";
 import { publishRows } from "../../functions/shared/relay/publisher.ts";
+import { aLoadedRow } from "../support/eventBridge.ts";
 
 /**
  * The publish span costs nothing without a tracer provider (relay/publishSpan.ts, recordingApi): the OpenTelemetry
  * API is installed here (a dev dependency), so only the provider decides. With one, each request gets its span.
  */
-const traced = (id: string): LoadedRow => ({
-  id,
-  seq: "1",
-  aggregate_type: "order",
-  aggregate_id: id,
-  event_type: "order.placed",
-  attempts: 0,
-  transient_failures: 0,
-  created_at: new Date(0),
-  payload: "{}",
-  headers: {},
-  traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-});
+const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+const traced = () => aLoadedRow({ traceparent: TRACEPARENT });
 
 const destination: Destination<string> = {
   kind: "sqs-fifo",
@@ -50,7 +36,7 @@ describe("the publish span", () => {
   it("is not started, nor its links built, when no tracer provider is registered", async () => {
     const started = vi.spyOn(ProxyTracer.prototype, "startActiveSpan");
 
-    const results = await publishRows(destination, [traced("a"), traced("b")], { concurrency: 2 });
+    const results = await publishRows(destination, [traced(), traced()], { concurrency: 2 });
 
     expect(results.map((result) => result.status)).toEqual(["published", "published"]);
     expect(started).not.toHaveBeenCalled();
@@ -58,12 +44,12 @@ describe("the publish span", () => {
 
   it("is recorded per request, linked to each event's trace, once a provider is registered", async () => {
     const exporter = new InMemorySpanExporter();
-    await publishRows(destination, [traced("a")], { concurrency: 1 });
+    await publishRows(destination, [traced()], { concurrency: 1 });
     trace.setGlobalTracerProvider(
       new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }),
     );
 
-    await publishRows(destination, [traced("b"), traced("c")], { concurrency: 1 });
+    await publishRows(destination, [traced(), traced()], { concurrency: 1 });
 
     const spans = exporter.getFinishedSpans();
     expect(spans.map((span) => span.name)).toEqual(["send sqs-fifo"]);
