@@ -10,7 +10,7 @@ import { formatNumber, markdownTable } from "../lib/table.ts";
 import { timeClaims } from "./claimAtScale.ts";
 import { measureDbLimit } from "./dbLimit.ts";
 import { measureRelay, type RelayRun } from "./relayThroughput.ts";
-import { measureWalPerEvent, type WalPerEventRun } from "./walPerEvent.ts";
+import { lsn, lsnDiff, measureWalPerEvent, type WalPerEventRun } from "./walPerEvent.ts";
 
 export const RETENTIONS: readonly Retention[] = ["keep", "delete"];
 
@@ -81,24 +81,19 @@ export async function measureRecordVariants(pool: pg.Pool, shape: BacklogShape):
       await pool.query("vacuum outbox_events");
       const { rows: ids } = await pool.query<{ id: string }>("select id from outbox_events order by seq");
       const before = await tableWrites(pool);
-      const { rows: start } = await pool.query<{ lsn: string }>(
-        "select pg_current_wal_insert_lsn()::text as lsn",
-      );
+      const from = await lsn(pool);
       const batch = DEFAULT_RELAY_OPTIONS.batchSize;
       for (let i = 0; i < ids.length; i += batch) {
         const slice = ids.slice(i, i + batch).map((row) => row.id);
         await withTransaction(pool, (client) => client.query(record, [slice]));
       }
-      const { rows: wal } = await pool.query<{ bytes: string }>(
-        "select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint as bytes",
-        [start[0]?.lsn],
-      );
+      const walBytes = await lsnDiff(pool, { from, to: await lsn(pool) });
       await pool.query("select pg_stat_force_next_flush()");
       const after = await tableWrites(pool);
       const updates = after.updates - before.updates;
       results.push({
         variant,
-        walBytesPerEvent: Number(wal[0]?.bytes ?? 0) / ids.length,
+        walBytesPerEvent: walBytes / ids.length,
         hotShare: updates > 0 ? (after.hot - before.hot) / updates : null,
       });
     } finally {

@@ -67,7 +67,7 @@ function orderEvent(n: number, aggregates: number) {
  * wal_writer_delay, and a stage's last records were counted in the next stage (seen with pg_walinspect: the
  * enqueue's inserts in the relay stage, the purge's deletes in vacuum's).
  */
-async function lsn(pool: pg.Pool): Promise<string> {
+export async function lsn(pool: pg.Pool): Promise<string> {
   const { rows } = await pool.query<{ lsn: string }>("select pg_current_wal_insert_lsn()::text as lsn");
   return rows[0]?.lsn ?? "0/0";
 }
@@ -123,7 +123,7 @@ async function walRecords(
   }));
 }
 
-async function lsnDiff(pool: pg.Pool, range: { from: string; to: string }): Promise<number> {
+export async function lsnDiff(pool: pg.Pool, range: { from: string; to: string }): Promise<number> {
   const { rows } = await pool.query<{ bytes: string }>(
     "select pg_wal_lsn_diff($2::pg_lsn, $1::pg_lsn)::bigint as bytes",
     [range.from, range.to],
