@@ -1,5 +1,6 @@
 import type { Queryable } from "../../db/session.ts";
 import type { OutboxNames } from "../../outbox/names.ts";
+import { deadPending, livePending } from "../../outbox/pendingPredicates.ts";
 
 export interface EventTypeSnapshot {
   eventType: string;
@@ -37,38 +38,35 @@ export interface OutboxSnapshot {
  *   ordering unit.
  */
 export function outboxSnapshotStatements(names: OutboxNames) {
-  const live = "processed_at is null and dead_lettered_at is null";
-  const dead = "processed_at is null and dead_lettered_at is not null";
   return {
     byEventType: `select event_type, sum(pending) as pending, sum(dead_letters) as dead_letters,
               min(oldest_pending_created_at) as oldest_pending_created_at, now() as now
        from (select event_type, count(*) as pending, 0 as dead_letters,
                     min(created_at) as oldest_pending_created_at
              from ${names.qualified}
-             where ${live}
+             where ${livePending()}
              group by event_type
              union all
              select event_type, 0, count(*), null
              from ${names.qualified}
-             where ${dead}
+             where ${deadPending()}
              group by event_type) as counts
        group by event_type
        order by event_type`,
     blockedAggregates: `select count(*) as blocked_aggregates
        from (select o.aggregate_id, o.seq
              from ${names.qualified} as o
-             where o.processed_at is null and o.dead_lettered_at is not null
+             where ${deadPending("o")}
              union all
              select o.aggregate_id, o.seq
              from ${names.qualified} as o
-             where o.processed_at is null and o.dead_lettered_at is null
+             where ${livePending("o")}
                and o.attempts + o.transient_failures > 0 and o.available_at > now()) as o
        where o.seq = least(
          (select min(head.seq) from ${names.qualified} as head
-          where head.aggregate_id = o.aggregate_id and head.processed_at is null and head.dead_lettered_at is null),
+          where head.aggregate_id = o.aggregate_id and ${livePending("head")}),
          (select min(head.seq) from ${names.qualified} as head
-          where head.aggregate_id = o.aggregate_id and head.processed_at is null
-            and head.dead_lettered_at is not null))`,
+          where head.aggregate_id = o.aggregate_id and ${deadPending("head")}))`,
   };
 }
 

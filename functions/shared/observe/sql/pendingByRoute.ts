@@ -1,5 +1,6 @@
 import type { Queryable } from "../../db/session.ts";
 import type { OutboxNames } from "../../outbox/names.ts";
+import { livePending } from "../../outbox/pendingPredicates.ts";
 
 /** What routing looks at (aggregate_type, event_type), with the pending rows of that pair. */
 export interface PendingPair {
@@ -32,7 +33,7 @@ export function pendingByRouteStatement(names: OutboxNames): string {
   return `select aggregate_type, event_type, count(*) as pending,
               min(created_at) as oldest_pending_created_at, now() as now
        from ${names.qualified}
-       where processed_at is null and dead_lettered_at is null
+       where ${livePending()}
        group by aggregate_type, event_type
        order by min(created_at), aggregate_type, event_type
        limit $1::int`;

@@ -1,6 +1,7 @@
 import type { Queryable } from "../../db/session.ts";
 import { ValidationError } from "../../outbox/errors.ts";
 import type { OutboxNames } from "../../outbox/names.ts";
+import { livePending } from "../../outbox/pendingPredicates.ts";
 
 /** Which dead letters to return to pending. At least one criterion, or `all`; criteria combine with AND. */
 export interface RedriveSelector {
@@ -115,7 +116,7 @@ export async function redriveDeadLetters(
   await db.query(
     `select 1
      from ${names.qualified} as later
-     where later.processed_at is null and later.dead_lettered_at is null
+     where ${livePending("later")}
        and exists (
          select 1 from ${names.qualified} as o
          where o.dead_lettered_at is not null

@@ -1,6 +1,7 @@
 import type { Queryable } from "../../db/session.ts";
 import { MAX_DELAY_MS } from "../../outbox/message.ts";
 import type { OutboxNames } from "../../outbox/names.ts";
+import { deadPending, livePending } from "../../outbox/pendingPredicates.ts";
 import type { ClaimedRow } from "../../outbox/row.ts";
 
 /**
@@ -53,10 +54,6 @@ interface ClaimRow extends ClaimedRow {
   scan_end_reaches_origin: boolean | null;
   cursor_reaches_origin: boolean | null;
 }
-
-/** The predicates of the two pending indexes (0007's pending_group_live, 0014's pending_dead). */
-const LIVE = "p.processed_at is null and p.dead_lettered_at is null";
-const DEAD = "p.processed_at is null and p.dead_lettered_at is not null";
 
 /**
  * The claim returns no payload or headers: they can be large (or, inserted by hand, huge), so they are sized in
@@ -122,10 +119,10 @@ export async function claimBatch(
   const first = (where: string) =>
     options.strictOrder
       ? `(select h.aggregate_id, h.seq
-          from (${firstIn(LIVE, where)} union all ${firstIn(DEAD, where)}) as h
+          from (${firstIn(livePending("p"), where)} union all ${firstIn(deadPending("p"), where)}) as h
           order by h.aggregate_id, h.seq
           limit 1)`
-      : firstIn(LIVE, where);
+      : firstIn(livePending("p"), where);
   const walk = (name: string, bound: string) =>
     `${name} as (
        (select f.aggregate_id, f.seq, 1 as n from ${first(bound)} as f)
@@ -155,8 +152,7 @@ export async function claimBatch(
                      then o.available_at::text end as delayed_beyond
          from ${names.qualified} as o
          where o.aggregate_id = c.aggregate_id and o.seq = c.seq
-           and o.processed_at is null
-           and o.dead_lettered_at is null
+           and ${livePending("o")}
            and (o.available_at <= now() or o.available_at > now() + $5::bigint * interval '1 millisecond')
          for update skip locked
        ) as o

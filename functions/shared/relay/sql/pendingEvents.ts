@@ -1,5 +1,6 @@
 import type { Queryable } from "../../db/session.ts";
 import type { OutboxNames } from "../../outbox/names.ts";
+import { livePending } from "../../outbox/pendingPredicates.ts";
 
 /**
  * Is any event waiting to be published (not published, not dead-lettered; claimable, locked by a stuck statement,
@@ -10,7 +11,7 @@ import type { OutboxNames } from "../../outbox/names.ts";
 export async function hasPendingEvents(db: Queryable, names: OutboxNames): Promise<boolean> {
   const { rows } = await db.query<{ pending: boolean }>(
     `select exists (
-       select 1 from ${names.qualified} where processed_at is null and dead_lettered_at is null
+       select 1 from ${names.qualified} where ${livePending()}
      ) as pending`,
   );
   return rows[0]?.pending === true;

@@ -1,5 +1,6 @@
 import type { Queryable } from "../../db/session.ts";
 import type { OutboxNames } from "../../outbox/names.ts";
+import { deadPending } from "../../outbox/pendingPredicates.ts";
 
 export interface RowOutcome {
   id: string;
@@ -114,7 +115,7 @@ function deletePublished(names: OutboxNames) {
        where exists (
          select 1 from ${names.qualified} as dead
          where dead.aggregate_id = d.aggregate_id and dead.seq < d.seq
-           and dead.processed_at is null and dead.dead_lettered_at is not null
+           and ${deadPending("dead")}
        )
        group by d.aggregate_id
        on conflict (aggregate_id) do update set purged_published_seq = excluded.purged_published_seq
