@@ -5,7 +5,7 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_LOCK_TIMEOUT_MS, defaultMigrationsDir, migrate } from "../functions/shared/db/migrate.ts";
-import { DEFAULT_RELAY_OPTIONS, runRelay } from "../functions/shared/relay/engine.ts";
+import { DEFAULT_RELAY_OPTIONS, type RelayOptions, runRelay } from "../functions/shared/relay/engine.ts";
 import type { Retention } from "../functions/shared/relay/sql/recordOutcomes.ts";
 import { LOCAL_AWS } from "../local/backends/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../local/fakes/fakeSqs.ts";
@@ -109,6 +109,28 @@ const percentile = (values: number[], p: number) => {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
 };
 
+/** The current relay as one Lambda version runs it, dwelling until stopped; its errors go to `errors`. */
+function startRelay(
+  destination: ReturnType<typeof queueDestination>,
+  options: Partial<RelayOptions>,
+  onRound: (claimed: number) => void,
+  errors: string[],
+) {
+  const stop = new AbortController();
+  const done = runRelay(
+    {
+      pool,
+      destination,
+      deadline: Date.now() + 600_000,
+      signal: stop.signal,
+      onRound: (report) => onRound(report.claimed),
+      logger: { info() {}, warn() {}, error: (_message, fields) => errors.push(String(fields.error)) },
+    },
+    { ...DEFAULT_RELAY_OPTIONS, mode: "dwell", ...options },
+  );
+  return { stop: () => stop.abort(), done };
+}
+
 describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleString("en")} published, ${PENDING.toLocaleString("en")} pending rows)`, () => {
   it("applies every later migration while producers write and the previous relay publishes: nothing lost or reordered", async () => {
     const setupStarted = Date.now();
@@ -182,18 +204,12 @@ describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleStr
     // previous one stops and the current one publishes the rest. A relay from before 0007 claims more slowly once
     // 0014 has dropped the index its predicate matched (pending_group): it keeps working, and the deploy
     // replaces it.
-    const stopCurrent = new AbortController();
     const currentRounds: number[] = [];
-    const current = runRelay(
-      {
-        pool,
-        destination: queueDestination(sqs, { queueUrl }),
-        deadline: Date.now() + 600_000,
-        signal: stopCurrent.signal,
-        onRound: (report) => currentRounds.push(report.claimed),
-        logger: { info() {}, warn() {}, error: (_message, fields) => relayErrors.push(String(fields.error)) },
-      },
-      { ...DEFAULT_RELAY_OPTIONS, mode: "dwell" },
+    const current = startRelay(
+      queueDestination(sqs, { queueUrl }),
+      {},
+      (claimed) => currentRounds.push(claimed),
+      relayErrors,
     );
     await waitFor("the current relay to run a round", async () => currentRounds.length > 0, 30_000);
     stopRelay.abort();
@@ -212,8 +228,8 @@ describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleStr
         `${await pending()} still pending after ${rounds.length} rounds of the previous relay and ` +
         `${currentRounds.length} of the current one; relay errors: ${relayErrors.slice(-3).join("; ") || "none"}`,
     );
-    stopCurrent.abort();
-    await current;
+    current.stop();
+    await current.done;
 
     const latencies = written.flatMap((producer) => producer.latenciesMs);
     console.log(
@@ -257,26 +273,14 @@ describe(`upgrade in place from 0001-0002 under traffic (${PUBLISHED.toLocaleStr
     const before = await rowStates(pool);
     const relayErrors: string[] = [];
     const rounds: { retention: Retention; claimed: number }[] = [];
-    /** A relay deployed with one mode, dwelling until stopped: what one Lambda version runs. */
-    const start = (retention: Retention) => {
-      const stop = new AbortController();
-      const done = runRelay(
-        {
-          pool,
-          destination,
-          deadline: Date.now() + 600_000,
-          signal: stop.signal,
-          onRound: (report) => rounds.push({ retention, claimed: report.claimed }),
-          logger: {
-            info() {},
-            warn() {},
-            error: (_message, fields) => relayErrors.push(String(fields.error)),
-          },
-        },
-        { ...DEFAULT_RELAY_OPTIONS, mode: "dwell", retention, parallelRounds: 2 },
+    /** A relay deployed with one mode. */
+    const start = (retention: Retention) =>
+      startRelay(
+        destination,
+        { retention, parallelRounds: 2 },
+        (claimed) => rounds.push({ retention, claimed }),
+        relayErrors,
       );
-      return { stop: () => stop.abort(), done };
-    };
     const roundsOf = (retention: Retention) =>
       rounds.filter((r) => r.retention === retention && r.claimed > 0);
     const stopProducers = new AbortController();
