@@ -35,6 +35,9 @@ outbox_group_high_water.aggregate_id text not null
 outbox_group_high_water.purged_published_seq bigint not null
 outbox_limits.one_row boolean not null default true
 outbox_limits.max_payload_bytes integer not null default 1048576
+outbox_limits.max_message_bytes integer not null default 1048576
+outbox_limits.limited_by text
+outbox_limits.claim_check boolean not null default false
 outbox_migrations.name text not null
 outbox_migrations.checksum text not null
 outbox_migrations.applied_at timestamp with time zone not null default now()
@@ -53,6 +56,8 @@ outbox_events outbox_events_pkey PRIMARY KEY (id)
 outbox_events outbox_events_transient_failures_check CHECK ((transient_failures >= 0))
 outbox_events outbox_published_or_dead CHECK (((processed_at IS NULL) OR (dead_lettered_at IS NULL)))
 outbox_group_high_water outbox_group_high_water_pkey PRIMARY KEY (aggregate_id)
+outbox_limits outbox_limits_limited_by_check CHECK ((octet_length(limited_by) <= 1024))
+outbox_limits outbox_limits_max_message_bytes_check CHECK (((max_message_bytes >= 1024) AND (max_message_bytes <= 1048576)))
 outbox_limits outbox_limits_max_payload_bytes_check CHECK (((max_payload_bytes >= 1024) AND (max_payload_bytes <= 67108864)))
 outbox_limits outbox_limits_one_row_check CHECK (one_row)
 outbox_limits outbox_limits_pkey PRIMARY KEY (one_row)
@@ -310,3 +315,4 @@ table outbox_events to outbox_purge:outbox_test_template.public.outbox_events: D
 table outbox_events to outbox_relay:outbox_test_template.public.outbox_events: DELETE, SELECT
 table outbox_group_high_water to outbox_purge:outbox_test_template.public.outbox_events: INSERT, SELECT
 table outbox_group_high_water to outbox_relay:outbox_test_template.public.outbox_events: INSERT, SELECT
+table outbox_limits to PUBLIC: SELECT

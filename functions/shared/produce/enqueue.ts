@@ -7,9 +7,7 @@ import {
   checkHeaders,
   checkName,
   checkSqsText,
-  DEFAULT_MAX_MESSAGE_BYTES,
   MAX_DELAY_MS,
-  MAX_HEADERS,
   messageAttributes,
   messageSize,
   serializePayload,
@@ -17,6 +15,7 @@ import {
 import { type OutboxLocation, outboxNames } from "../outbox/names.ts";
 import { MAX_PAYLOAD_BYTES_LIMIT } from "../outbox/payloadPointer.ts";
 import type { TraceContext } from "../outbox/traceContext.ts";
+import { type EventSize, limitsGate, readLimits, refusal } from "./destinationLimits.ts";
 import { statementRunner, type TransactionHandle } from "./transactionHandle.ts";
 
 export interface OutboxEvent<TPayload = unknown> {
@@ -43,13 +42,18 @@ export interface EnqueuedEvent {
   seq: bigint;
 }
 
+/**
+ * Size limits need no option: the outbox's limits row says what the relay's destinations accept and whether the
+ * claim check is on (outbox_limits, written by the construct or `outbox migrate`; docs/large-payloads.md), and
+ * every event is checked against it inside the insert.
+ */
 export interface EnqueueOptions extends OutboxLocation {
-  /** The queue's MaximumMessageSize; body plus attributes must fit. Default 1 MiB, the SQS maximum. */
+  /** A lower cap of this producer's own on body plus attributes; never raises the destinations' limit. */
   maxMessageBytes?: number;
   /**
-   * With the relay's claim check on (docs/large-payloads.md): the largest payload, in bytes of its JSON, up to
-   * 64 MiB (the relay's OUTBOX_MAX_PAYLOAD_BYTES; the table's limit, outbox_limits, must allow it too). A message
-   * that would not fit `maxMessageBytes` is then sent through S3 instead of refused. Default: off.
+   * @deprecated The claim check is on when the outbox's limits row says so (`largePayloads` in the construct,
+   * `outbox migrate --claim-check`). Given, it still turns the claim check on for this call and caps the payload
+   * (in bytes of its JSON, up to 64 MiB) below the row's `max_payload_bytes`.
    */
   maxPayloadBytes?: number;
 }
@@ -63,6 +67,7 @@ interface ValidRow {
   headersJson: string;
   availableAt: Date | null;
   trace: TraceContext | undefined;
+  size: EventSize;
 }
 
 // A timestamp of the length the relay will send (ISO 8601, milliseconds, Z) for the size check.
@@ -107,9 +112,9 @@ export async function enqueue<T>(
   // The caller's span, when OpenTelemetry is there and a span is active: stored in the row's own columns
   // (migration 0013), so the consumer can continue the trace (observe/tracing.ts; nothing without OpenTelemetry).
   const active = await activeTraceContext();
-  const limits = sizeLimits(options);
+  const caller = callerLimits(options);
   const rows = events.map((event, index) =>
-    validateEvent(event, many ? `events[${index}]` : "event", limits, active),
+    validateEvent(event, many ? `events[${index}]` : "event", active),
   );
   if (rows.length === 0) return [];
 
@@ -137,11 +142,15 @@ export async function enqueue<T>(
         ],
       }
     : { columns: "", values: "", arrays: "", names: "", params: [] };
-  const next = 8 + traceSql.params.length;
+  // The destinations' limits first (destinationLimits.ts): an event that does not fit makes the statement insert
+  // nothing, before any aggregate is locked (a one-time filter's AND stops at its first false).
+  const sizes = rows.map((row) => row.size);
+  const fit = limitsGate(names, 8 + traceSql.params.length, sizes, caller);
+  const next = 8 + traceSql.params.length + fit.params.length;
   const gate =
     aggregates.length > 1
-      ? `where (select ${names.related("lock_aggregates")}($${next}::text[], $${next + 1}::text[]))`
-      : "";
+      ? `where ${fit.sql} and (select ${names.related("lock_aggregates")}($${next}::text[], $${next + 1}::text[]))`
+      : `where ${fit.sql}`;
   // Every value goes as text (cast in the statement), so each library's driver binds it the same way: postgres.js
   // would JSON-encode a string bound as jsonb again, and Drizzle's postgres.js serializers refuse a timestamp
   // array. The casts cost nothing measurable beside the insert. `id::text, seq::text` come back as strings
@@ -166,11 +175,22 @@ export async function enqueue<T>(
       rows.map((row) => row.headersJson),
       rows.map((row) => row.availableAt?.toISOString() ?? null),
       ...traceSql.params,
+      ...fit.params,
       ...(aggregates.length > 1
         ? [aggregates.map((aggregate) => aggregate.type), aggregates.map((aggregate) => aggregate.id)]
         : []),
     ],
   )) as readonly { id: string; seq: string }[];
+  if (inserted.length === 0) {
+    const limits = await readLimits(run, names);
+    throw (
+      refusal(sizes, limits, caller, names.relatedName("limits")) ??
+      new ValidationError(
+        many ? "events" : "event",
+        `did not fit the limits in ${names.relatedName("limits")}, which changed while it was checked; try again`,
+      )
+    );
+  }
   const seqById = new Map(inserted.map((row) => [row.id, BigInt(row.seq)]));
   const result = rows.map((row) => ({ id: row.id, seq: seqById.get(row.id) ?? missing(row.id) }));
   return many ? result : (result[0] as EnqueuedEvent);
@@ -190,13 +210,9 @@ function missing(id: string): never {
   throw new Error(`insert did not return event ${id}`);
 }
 
-interface SizeLimits {
-  maxMessageBytes: number;
-  maxPayloadBytes: number | undefined;
-}
-
-function sizeLimits(options: EnqueueOptions): SizeLimits {
-  const { maxPayloadBytes } = options;
+/** The caller's own caps, checked for range here; the destinations' limits come from the database. */
+function callerLimits(options: EnqueueOptions): { maxMessageBytes?: number; maxPayloadBytes?: number } {
+  const { maxMessageBytes, maxPayloadBytes } = options;
   if (
     maxPayloadBytes !== undefined &&
     !(
@@ -210,16 +226,19 @@ function sizeLimits(options: EnqueueOptions): SizeLimits {
       `must be an integer from 1024 to ${MAX_PAYLOAD_BYTES_LIMIT} (64 MiB), got ${maxPayloadBytes}`,
     );
   }
-  return { maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, maxPayloadBytes };
+  if (maxMessageBytes !== undefined && !(Number.isInteger(maxMessageBytes) && maxMessageBytes >= 0)) {
+    throw new ValidationError(
+      "options.maxMessageBytes",
+      `must be a non-negative integer, got ${maxMessageBytes}`,
+    );
+  }
+  return {
+    ...(maxMessageBytes === undefined ? {} : { maxMessageBytes }),
+    ...(maxPayloadBytes === undefined ? {} : { maxPayloadBytes }),
+  };
 }
 
-function validateEvent(
-  event: OutboxEvent<unknown>,
-  at: string,
-  limits: SizeLimits,
-  active: TraceContext | undefined,
-): ValidRow {
-  const { maxMessageBytes, maxPayloadBytes } = limits;
+function validateEvent(event: OutboxEvent<unknown>, at: string, active: TraceContext | undefined): ValidRow {
   if (event === null || typeof event !== "object") {
     throw new ValidationError(at, "must be an object with aggregateType, aggregateId, eventType and payload");
   }
@@ -257,34 +276,14 @@ function validateEvent(
   });
   // What the relay will send: the body as jsonb prints it back (numbers in full), not JSON.stringify's text.
   const bodySize = jsonbBodySize(payloadJson);
-  const size = messageSize("", attributes) + bodySize;
-  if (size > maxMessageBytes && maxPayloadBytes !== undefined) {
-    // Through S3 (the relay's claim check): the payload's own limit, and a slot for ExtendedPayloadSize.
-    if (bodySize > maxPayloadBytes) {
-      throw new ValidationError(
-        `${at}.payload`,
-        `is ${bodySize} bytes of JSON, over the claim check's limit of ${maxPayloadBytes} (maxPayloadBytes)`,
-      );
-    }
-    if (Object.keys(headers).length >= MAX_HEADERS) {
-      throw new ValidationError(
-        `${at}.headers`,
-        `has ${Object.keys(headers).length} entries; a payload sent through S3 carries the ExtendedPayloadSize ` +
-          `attribute, which leaves room for ${MAX_HEADERS - 1}`,
-      );
-    }
-  } else if (size > maxMessageBytes) {
-    const numbers =
-      bodySize > Buffer.byteLength(payloadJson)
-        ? `; Postgres prints its numbers in full (${Buffer.byteLength(payloadJson)} bytes as JSON, ${bodySize} ` +
-          "as stored): send very large or small numbers as strings"
-        : "";
-    throw new ValidationError(
-      `${at}.payload`,
-      `message would be ${size} bytes (payload plus attributes), over the limit of ${maxMessageBytes}${numbers}` +
-        " (larger payloads: the claim check, maxPayloadBytes, docs/large-payloads.md)",
-    );
-  }
+  // Checked against the destinations' limits inside the insert (destinationLimits.ts).
+  const size: EventSize = {
+    at,
+    messageBytes: messageSize("", attributes) + bodySize,
+    bodyBytes: bodySize,
+    jsonBytes: Buffer.byteLength(payloadJson),
+    headerCount: Object.keys(headers).length,
+  };
   return {
     id,
     aggregateType,
@@ -294,5 +293,6 @@ function validateEvent(
     headersJson: JSON.stringify(headers),
     availableAt,
     trace,
+    size,
   };
 }
