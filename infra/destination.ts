@@ -9,9 +9,10 @@ import {
   DEFAULT_EVENT_SOURCE,
   EVENTBRIDGE_MAX_REQUEST_BYTES,
 } from "../functions/shared/destinations/eventBridge/eventBridge.ts";
+import type { PlaceLimit } from "../functions/shared/destinations/limits.ts";
 import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
 import { SQS_MAX_MESSAGE_BYTES } from "../functions/shared/destinations/sqs/limits.ts";
-import { SQS_DEFAULT_MESSAGE_BYTES, viaService } from "./routes.ts";
+import { limitName, queueMessageBytes, viaService } from "./routes.ts";
 
 export { SQS_MAX_MESSAGE_BYTES };
 
@@ -40,6 +41,9 @@ export interface BusDestination {
   environment: Record<string, string>;
   /** The bus's fixed limit (what the relay's memory is sized for). */
   defaultMaxMessageBytes: number;
+  sizeKnown: true;
+  /** The bus as the write API's limit names it (destinations/limits.ts). */
+  limitName: string;
 }
 
 export interface QueueDestination {
@@ -50,8 +54,14 @@ export interface QueueDestination {
   consumerDeadLetterQueue?: sqs.Queue;
   /** Whether the queue (and so its policy) is ours. */
   created: boolean;
-  /** RELAY_MAX_MESSAGE_BYTES when none is given: what the queue accepts. */
+  /**
+   * RELAY_MAX_MESSAGE_BYTES when none is given: what the queue accepts. A queue of this app (created here or
+   * passed in) shows it in its template; an imported one does not, and the attribute's default is assumed.
+   */
   defaultMaxMessageBytes: number;
+  /** False for an imported queue: its size is assumed, and the construct warns unless relay.maxMessageBytes says. */
+  sizeKnown: boolean;
+  limitName: string;
 }
 
 /** The queue the relay publishes to: an existing FIFO queue, or a high-throughput one with a consumer DLQ. */
@@ -71,6 +81,8 @@ export function createDestination(scope: Construct, props: DestinationProps): De
       // The ARN, not the name: it also names a bus in another account.
       environment: { [bus.env]: target.eventBusArn, [eventSource.env]: source },
       defaultMaxMessageBytes: EVENTBRIDGE_MAX_REQUEST_BYTES,
+      sizeKnown: true,
+      limitName: limitName("eventbridge", target),
     };
   }
   if (props.eventSource !== undefined) {
@@ -80,12 +92,15 @@ export function createDestination(scope: Construct, props: DestinationProps): De
     if (!target.fifo) {
       throw new Error("OutboxRelay: the queue must be a FIFO queue (its name ends in .fifo)");
     }
+    const size = queueMessageBytes(target);
     return {
       kind: "sqs-fifo",
       queue: target,
       environment: { [queueUrl.env]: target.queueUrl },
       created: false,
-      defaultMaxMessageBytes: SQS_DEFAULT_MESSAGE_BYTES,
+      defaultMaxMessageBytes: size.bytes,
+      sizeKnown: size.known,
+      limitName: limitName("sqs-fifo", target),
     };
   }
   const encryption =
@@ -144,6 +159,8 @@ export function createDestination(scope: Construct, props: DestinationProps): De
     consumerDeadLetterQueue: dlq,
     created: true,
     defaultMaxMessageBytes: SQS_MAX_MESSAGE_BYTES,
+    sizeKnown: true,
+    limitName: limitName("sqs-fifo", queue),
   };
 }
 
@@ -267,4 +284,9 @@ function checkQueueName(name: string): void {
 
 function isEventBus(target: sqs.IQueue | events.IEventBus): target is events.IEventBus {
   return "eventBusArn" in target;
+}
+
+/** The default destination's entry in the write API's limit: the queue's (or relay.maxMessageBytes), the bus's. */
+export function destinationLimit(destination: Destination, maxMessageBytes: number): PlaceLimit {
+  return { kind: destination.kind, maxMessageBytes, name: destination.limitName };
 }

@@ -7,6 +7,7 @@ import type * as lambda from "aws-cdk-lib/aws-lambda";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as cr from "aws-cdk-lib/custom-resources";
 import { type Construct, Dependable, type IConstruct, type IDependable } from "constructs";
+import { limitsPropertyOf, type OutboxLimits } from "../functions/shared/outbox/limits.ts";
 import { DEFAULT_MIGRATIONS_DIR } from "./lambdaCode.ts";
 import { type FunctionPlacement, logGroup, logsPolicy } from "./lambdas.ts";
 
@@ -40,6 +41,11 @@ export interface MigrationsResourceProps {
   placement: FunctionPlacement;
   /** The relay's and purge's login secrets the migrate Lambda makes logins from: a new one re-runs it. */
   loginSecretArns?: string[];
+  /**
+   * The outbox's limits row (infra/outboxLimits.ts), written after the migrations: a change (another destination,
+   * another size, largePayloads on or off) is an Update, which writes the new row.
+   */
+  limits?: OutboxLimits;
 }
 
 /**
@@ -79,6 +85,7 @@ export function migrationsResource(scope: Construct, props: MigrationsResourcePr
       ...(props.loginSecretArns === undefined || props.loginSecretArns.length === 0
         ? {}
         : { LoginSecretArns: props.loginSecretArns }),
+      ...(props.limits === undefined ? {} : { Limits: limitsPropertyOf(props.limits) }),
     },
   });
   dependOnReadiness(resource, props.readiness);

@@ -17,6 +17,7 @@ import { DATABASE_SETTINGS, LOGIN_SETTINGS } from "../functions/shared/db/settin
 import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
 import { DESTINATION_DIMENSION } from "../functions/shared/observe/metrics.ts";
 import { METRICS_SETTINGS } from "../functions/shared/observe/settings.ts";
+import type { OutboxLimits } from "../functions/shared/outbox/limits.ts";
 import { DEFAULT_TABLE, OUTBOX_LOCATION_SETTINGS } from "../functions/shared/outbox/names.ts";
 import { MAX_PAYLOAD_BYTES_LIMIT } from "../functions/shared/outbox/payloadPointer.ts";
 import { PURGE_SETTINGS } from "../functions/shared/purge/settings.ts";
@@ -45,6 +46,7 @@ import { type LoginSecrets, loginSecrets, type OutboxLoginsProps } from "./login
 import { DEFAULT_MIGRATIONS_DIR, hashMigrations, MIGRATE_TIMEOUT, migrationsResource } from "./migrations.ts";
 import { claimMetricsIdentity, DEFAULT_METRICS_NAMESPACE, defaultServicePrefix } from "./naming.ts";
 import { type EndpointService, functionSecurityGroups, withServiceEndpoints } from "./network.ts";
+import { outboxLimits } from "./outboxLimits.ts";
 import {
   grantPayloadWrite,
   type LargePayloadsProps,
@@ -156,7 +158,13 @@ export interface OutboxRelayTuning {
    * modes"). Needs migration 0011; switch either way by redeploying.
    */
   readonly retention?: "keep" | "delete";
-  /** Default 1 MiB for the queue this construct creates, 256 KiB (the attribute's default) for an existing one. */
+  /**
+   * The destination queue's MaximumMessageSize, for a queue imported into this app (`fromQueueArn`), whose size
+   * the construct cannot read. Default: the queue's own for one created in the app (1 MiB for the construct's;
+   * 262,144 for a `new sqs.Queue` without `maxMessageSizeBytes`), else 262,144 with a synth warning. The relay
+   * sends up to it, the write API refuses more (the outbox's limits row; docs/large-payloads.md, "Limits"), and
+   * the relay's cold start checks the queue really takes it.
+   */
   readonly maxMessageBytes?: number;
   /** Payload bytes one round may hold (RELAY_BATCH_MAX_BYTES). Default 16 MiB, the relay's own. Sizes the memory. */
   readonly batchMaxBytes?: number;
@@ -349,6 +357,11 @@ export class OutboxRelay extends Construct {
   readonly consumer?: OutboxConsumer;
   /** The bucket of payloads sent through S3 (with `largePayloads`). */
   readonly payloadBucket?: s3.IBucket;
+  /**
+   * The outbox's limits row as the migrations write it at deploy time (infra/outboxLimits.ts): what the write API
+   * checks events against. With `migrations: false`, write it yourself (`outbox migrate --max-message-bytes`...).
+   */
+  readonly outboxLimits: OutboxLimits;
   readonly relayServiceName: string;
   readonly purgeServiceName: string;
   /**
@@ -454,6 +467,22 @@ export class OutboxRelay extends Construct {
       this.purgeLoginSecret = logins.purge;
     }
 
+    // --- The write API's limits: the destinations' and largePayloads', written by the migrations --------------
+    if (destination?.kind !== "sqs-fifo" && props.relay?.maxMessageBytes !== undefined) {
+      throw new Error(
+        "OutboxRelay relay.maxMessageBytes applies only to a queue destination (the default): a bus's limit is " +
+          "fixed, and a route takes its own maxMessageBytes",
+      );
+    }
+    const maxMessageBytes = props.relay?.maxMessageBytes ?? destination?.defaultMaxMessageBytes ?? 0;
+    this.outboxLimits = outboxLimits(this, {
+      destination,
+      destinationMaxMessageBytes: maxMessageBytes,
+      destinationSizeGiven: props.relay?.maxMessageBytes !== undefined,
+      routes,
+      largePayloads: props.largePayloads,
+    });
+
     // --- Migrations first: everything that touches the outbox depends on them -----------------------------------
     if (props.migrations ?? true) {
       const migrationsDir = props.migrationsDir ?? DEFAULT_MIGRATIONS_DIR;
@@ -503,6 +532,7 @@ export class OutboxRelay extends Construct {
         ],
         placement,
         loginSecretArns: logins === undefined ? [] : [logins.relay.secretArn, logins.purge.secretArn],
+        limits: this.outboxLimits,
       });
       // A rotation's createSecret reads the login's current credentials, which exist once the migrations ran.
       for (const schedule of logins?.schedules ?? []) {
@@ -523,13 +553,6 @@ export class OutboxRelay extends Construct {
       ...(tuning.publishTimeoutMs === undefined ? {} : { publishTimeoutMs: tuning.publishTimeoutMs }),
       ...(tuning.statementTimeoutMs === undefined ? {} : { statementTimeoutMs: tuning.statementTimeoutMs }),
     });
-    if (destination?.kind !== "sqs-fifo" && tuning.maxMessageBytes !== undefined) {
-      throw new Error(
-        "OutboxRelay relay.maxMessageBytes applies only to a queue destination (the default): a bus's limit is " +
-          "fixed, and a route's queue is read from its template (else the attribute's default, 262,144)",
-      );
-    }
-    const maxMessageBytes = tuning.maxMessageBytes ?? destination?.defaultMaxMessageBytes ?? 0;
     // The memory holds rounds of the largest message any destination takes.
     const largestMessageBytes = Math.max(maxMessageBytes, routes?.maxMessageBytes ?? 0);
     const R = RELAY_SETTINGS;

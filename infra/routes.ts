@@ -8,8 +8,13 @@ import * as sqs from "aws-cdk-lib/aws-sqs";
 import type { IConstruct } from "constructs";
 import { EVENTBRIDGE_MAX_REQUEST_BYTES } from "../functions/shared/destinations/eventBridge/eventBridge.ts";
 import { KINESIS_MAX_RECORD_BYTES } from "../functions/shared/destinations/kinesis/kinesis.ts";
+import type { PlaceLimit } from "../functions/shared/destinations/limits.ts";
 import { parseRoutes } from "../functions/shared/destinations/routing/routes.ts";
-import { SNS_MAX_MESSAGE_BYTES } from "../functions/shared/destinations/sns/sns.ts";
+import {
+  SNS_MAX_MESSAGE_BYTES,
+  SNS_MAX_TOPIC_MESSAGE_BYTES,
+} from "../functions/shared/destinations/sns/sns.ts";
+import { SQS_MAX_MESSAGE_BYTES } from "../functions/shared/destinations/sqs/limits.ts";
 import type { TargetSetting } from "../functions/shared/destinations/targets.ts";
 import type { EndpointService } from "./network.ts";
 
@@ -22,6 +27,14 @@ export type RoutePattern = string | readonly string[];
 export interface OutboxRoute {
   readonly match: { readonly aggregateType?: RoutePattern; readonly eventType?: RoutePattern };
   readonly destination: RouteDestination;
+  /**
+   * A queue's or topic's MaximumMessageSize, for one the construct cannot read: an imported queue (default: the
+   * attribute's default, 262,144, with a synth warning), a topic (default SNS's 262,144). A queue created in this
+   * app is read from its template. The relay sends up to it and the write API refuses what would not fit
+   * (docs/large-payloads.md, "Limits"); the relay's cold start checks a queue really takes it. Not for a stream
+   * or a bus, whose limits are fixed.
+   */
+  readonly maxMessageBytes?: number;
 }
 
 /** One distinct place the routes publish to, as the construct grants, alarms and graphs it. */
@@ -45,6 +58,10 @@ export interface ResolvedRoutes {
   places: RoutedPlace[];
   /** The largest message any route's destination takes: what the relay's memory is sized for. */
   maxMessageBytes: number;
+  /** Each route's destination and its limit, for the write API's limit (destinations/limits.ts). */
+  limits: PlaceLimit[];
+  /** Routes to a queue whose size the construct could not read nor was told: `routes[i]` and the queue. */
+  unknownSizes: string[];
 }
 
 /** What an existing queue most likely has when nobody raised it: the MaximumMessageSize attribute's default. */
@@ -74,14 +91,23 @@ export function resolveRoutes(
   const probe: Record<string, unknown>[] = [];
   const places: RoutedPlace[] = [];
   let maxMessageBytes = 0;
+  const limits: PlaceLimit[] = [];
+  const unknownSizes: string[] = [];
   routes.forEach((route, index) => {
     const place = describe(route.destination);
-    const destination = destinationJson(route.destination, place.kind, eventSource);
+    const size = routeMessageBytes(route, place.kind, `routes[${index}]`);
+    if (!size.known) unknownSizes.push(`routes[${index}] (${route.destination.node.path})`);
+    const destination = destinationJson(route.destination, place.kind, eventSource, size.bytes);
     const match = matchJson(route.match);
     wire.push({ match, destination });
     probe.push({ match, destination: placeholder(destination, index) });
     if (!places.some((known) => known.target === route.destination)) places.push(place);
-    maxMessageBytes = Math.max(maxMessageBytes, messageBytes(route.destination, place.kind));
+    maxMessageBytes = Math.max(maxMessageBytes, size.bytes);
+    limits.push({
+      kind: place.kind,
+      maxMessageBytes: size.bytes,
+      name: limitName(place.kind, route.destination),
+    });
   });
   const probeJson = JSON.stringify(probe);
   try {
@@ -97,7 +123,7 @@ export function resolveRoutes(
     );
   }
   labelUniquely(places);
-  return { json: stack.toJsonString(wire), places, maxMessageBytes };
+  return { json: stack.toJsonString(wire), places, maxMessageBytes, limits, unknownSizes };
 }
 
 function describe(target: RouteDestination): RoutedPlace {
@@ -126,6 +152,7 @@ function destinationJson(
   target: RouteDestination,
   kind: TargetSetting["kind"],
   eventSource: string | undefined,
+  maxMessageBytes: number,
 ): Record<string, unknown> {
   if (isBus(target)) {
     // The ARN, not the name: it also names a bus in another account.
@@ -136,8 +163,12 @@ function destinationJson(
     };
   }
   if (isStream(target)) return { kind, streamArn: target.streamArn };
-  if (isTopic(target)) return { kind, topicArn: target.topicArn };
-  return { kind, queueUrl: target.queueUrl, maxMessageBytes: queueMessageBytes(target) };
+  if (isTopic(target)) {
+    return maxMessageBytes === SNS_MAX_MESSAGE_BYTES
+      ? { kind, topicArn: target.topicArn }
+      : { kind, topicArn: target.topicArn, maxMessageBytes };
+  }
+  return { kind, queueUrl: target.queueUrl, maxMessageBytes };
 }
 
 /** The route's destination with each name CloudFormation makes replaced by a well-formed one of its kind. */
@@ -165,18 +196,62 @@ function matchJson(match: OutboxRoute["match"]): Record<string, unknown> {
   return json;
 }
 
-/** A queue of this app shows its MaximumMessageSize in its template; otherwise the attribute's default. */
-function queueMessageBytes(queue: sqs.IQueue): number {
+/**
+ * What a queue takes, as its template says: a queue of this app (created with `new sqs.Queue`, here or anywhere
+ * in the app) shows its MaximumMessageSize, or none, which is SQS's attribute default, 262,144 (`known`). An
+ * imported queue (`fromQueueArn`) shows nothing: the attribute's default is assumed, not known.
+ */
+export function queueMessageBytes(queue: sqs.IQueue): { bytes: number; known: boolean } {
   const cfn = queue.node.defaultChild;
-  const size = cfn instanceof sqs.CfnQueue ? cfn.maximumMessageSize : undefined;
-  return typeof size === "number" && !Token.isUnresolved(size) ? size : SQS_DEFAULT_MESSAGE_BYTES;
+  if (!(cfn instanceof sqs.CfnQueue)) return { bytes: SQS_DEFAULT_MESSAGE_BYTES, known: false };
+  const size = cfn.maximumMessageSize;
+  if (size === undefined) return { bytes: SQS_DEFAULT_MESSAGE_BYTES, known: true };
+  return typeof size === "number" && !Token.isUnresolved(size)
+    ? { bytes: size, known: true }
+    : { bytes: SQS_DEFAULT_MESSAGE_BYTES, known: false };
 }
 
-function messageBytes(target: RouteDestination, kind: TargetSetting["kind"]): number {
-  if (kind === "eventbridge") return EVENTBRIDGE_MAX_REQUEST_BYTES;
-  if (kind === "kinesis") return KINESIS_MAX_RECORD_BYTES;
-  if (kind === "sns" || kind === "sns-fifo") return SNS_MAX_MESSAGE_BYTES;
-  return queueMessageBytes(target as sqs.IQueue);
+/** A route's limit: its prop, else its queue's template, else the destination's own (fixed or default) limit. */
+function routeMessageBytes(
+  route: OutboxRoute,
+  kind: TargetSetting["kind"],
+  at: string,
+): { bytes: number; known: boolean } {
+  const given = route.maxMessageBytes;
+  if (kind === "eventbridge" || kind === "kinesis") {
+    if (given !== undefined) {
+      throw new Error(
+        `OutboxRelay ${at}.maxMessageBytes applies to a queue or a topic; a ${kind === "kinesis" ? "stream's" : "bus's"} limit is fixed`,
+      );
+    }
+    return {
+      bytes: kind === "kinesis" ? KINESIS_MAX_RECORD_BYTES : EVENTBRIDGE_MAX_REQUEST_BYTES,
+      known: true,
+    };
+  }
+  const max = kind === "sns" || kind === "sns-fifo" ? SNS_MAX_TOPIC_MESSAGE_BYTES : SQS_MAX_MESSAGE_BYTES;
+  if (given !== undefined) {
+    if (!Number.isInteger(given) || given < 1024 || given > max) {
+      throw new Error(
+        `OutboxRelay ${at}.maxMessageBytes must be an integer from 1024 to ${max}, got ${given}`,
+      );
+    }
+    return { bytes: given, known: true };
+  }
+  if (kind === "sns" || kind === "sns-fifo") return { bytes: SNS_MAX_MESSAGE_BYTES, known: true };
+  return queueMessageBytes(route.destination as sqs.IQueue);
+}
+
+/**
+ * The place's name in the write API's refusal (`sqs-fifo:orders.fifo`): a literal name, else the construct's
+ * path. Never a token: the migrations resource, which writes it, must not depend on the destinations.
+ */
+export function limitName(
+  kind: TargetSetting["kind"],
+  target: IConstruct & { queueName?: string; topicName?: string; streamName?: string; eventBusName?: string },
+): string {
+  const name = target.queueName ?? target.topicName ?? target.streamName ?? target.eventBusName;
+  return `${kind}:${name === undefined || Token.isUnresolved(name) ? target.node.path : name}`;
 }
 
 /** Two destinations with the same construct id (in different scopes) get their index appended. */

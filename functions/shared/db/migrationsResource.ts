@@ -1,10 +1,12 @@
 import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import type { CloudFormationCustomResourceEvent } from "aws-lambda";
-import { DEFAULT_SCHEMA, DEFAULT_TABLE, type OutboxLocation } from "../outbox/names.ts";
+import { limitsProperty } from "../outbox/limits.ts";
+import { DEFAULT_SCHEMA, DEFAULT_TABLE, type OutboxLocation, outboxNames } from "../outbox/names.ts";
 import type { Logger } from "../util/logger.ts";
 import { createDatabasePool, type DatabaseSource, secretsManagerClient } from "./connection.ts";
 import { createLogins, type OutboxLogin } from "./logins.ts";
 import { migrate } from "./migrate.ts";
+import { writeLimits } from "./sql/writeLimits.ts";
 
 /**
  * Deploy-time migrations: what the `onEvent` handler of a CDK Provider-framework custom resource runs. The
@@ -21,7 +23,8 @@ export interface MigrationResponse {
 /**
  * Create and Update run every pending migration with the project's runner (advisory lock, one transaction per
  * file, checksums), then make the relay's and purge's logins it is given (each from its secret, in its outbox
- * role; a login that exists keeps its password). Delete does nothing: removing the stack (or moving the outbox elsewhere) must never drop a
+ * role; a login that exists keeps its password), then write the outbox's limits row from the resource's `Limits`
+ * property (the construct's destinations and `largePayloads`: infra/outboxLimits.ts). Delete does nothing: removing the stack (or moving the outbox elsewhere) must never drop a
  * table that may still hold unpublished events.
  */
 export async function migrationsCustomResource(
@@ -62,6 +65,16 @@ export async function migrationsCustomResource(
   });
   try {
     const result = await migrate(pool, location);
+    const limits = limitsProperty(event.ResourceProperties.Limits);
+    if (limits !== undefined) {
+      const client = await pool.connect();
+      try {
+        await writeLimits(client, outboxNames(location), limits);
+      } finally {
+        client.release();
+      }
+      logger.info("outbox limits written", { ...limits });
+    }
     const logins = deps.logins ?? [];
     if (logins.length > 0) {
       const secrets = deps.secrets ?? secretsManagerClient();

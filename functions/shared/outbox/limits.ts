@@ -1,4 +1,4 @@
-import { ValidationError } from "./errors.ts";
+import { ConfigError, ValidationError } from "./errors.ts";
 import { MAX_PAYLOAD_BYTES_LIMIT } from "./payloadPointer.ts";
 
 /**
@@ -44,4 +44,36 @@ export function checkOutboxLimits(limits: OutboxLimits, field = "limits"): Outbo
     throw new ValidationError(`${field}.limitedBy`, "is over 1024 bytes");
   }
   return limits;
+}
+
+/**
+ * The `Limits` property as CloudFormation delivers it: every scalar of a custom resource's properties arrives as a
+ * string. Absent (a construct of an older version): the row is left as it is.
+ */
+export function limitsProperty(value: unknown): OutboxLimits | undefined {
+  if (value === undefined) return undefined;
+  const fields = (value ?? {}) as Record<string, unknown>;
+  const limits: OutboxLimits = {
+    maxMessageBytes: Number(fields.MaxMessageBytes),
+    maxPayloadBytes: Number(fields.MaxPayloadBytes),
+    claimCheck: String(fields.ClaimCheck) === "true",
+    ...(typeof fields.LimitedBy === "string" && fields.LimitedBy !== ""
+      ? { limitedBy: fields.LimitedBy }
+      : {}),
+  };
+  try {
+    return checkOutboxLimits(limits, "Limits");
+  } catch (error) {
+    throw new ConfigError(`Custom::OutboxMigrations ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/** The `Limits` property the construct writes (the inverse of limitsProperty). */
+export function limitsPropertyOf(limits: OutboxLimits): Record<string, string | number> {
+  return {
+    MaxMessageBytes: limits.maxMessageBytes,
+    MaxPayloadBytes: limits.maxPayloadBytes,
+    ClaimCheck: String(limits.claimCheck),
+    ...(limits.limitedBy === undefined ? {} : { LimitedBy: limits.limitedBy }),
+  };
 }
