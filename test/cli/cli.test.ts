@@ -212,6 +212,41 @@ describe("outbox migrate", () => {
   });
 });
 
+describe("outbox migrate --max-message-bytes / --max-payload-bytes / --claim-check", () => {
+  it("writes the outbox's limits row the write API reads, only the values given, and refuses a bad one", async () => {
+    const empty = await createEmptyDatabase();
+    try {
+      const set = await outbox(["migrate", "--max-message-bytes", "262144", "--json"], {
+        DATABASE_URL: empty.url,
+      });
+      const claim = await outbox(["migrate", "--claim-check", "--max-payload-bytes", "8388608"], {
+        DATABASE_URL: empty.url,
+      });
+      const bad = await outbox(["migrate", "--max-message-bytes", "2000000"], { DATABASE_URL: empty.url });
+
+      expect(set.code).toBe(0);
+      expect(JSON.parse(set.stdout).limits).toEqual({
+        maxMessageBytes: 262_144,
+        maxPayloadBytes: 1_048_576,
+        claimCheck: false,
+      });
+      expect(claim.code).toBe(0);
+      expect(claim.stdout).toMatch(/max_message_bytes 262144, max_payload_bytes 8388608, claim_check true/);
+      expect(bad.code).not.toBe(0);
+      expect(bad.stderr).toMatch(/--max-message-bytes.*expected an integer from 1024 to 1048576/);
+      const client = new pg.Client({ connectionString: empty.url });
+      await client.connect();
+      const { rows } = await client.query(
+        "select max_message_bytes, max_payload_bytes, claim_check from outbox_limits",
+      );
+      await client.end();
+      expect(rows).toEqual([{ max_message_bytes: 262_144, max_payload_bytes: 8_388_608, claim_check: true }]);
+    } finally {
+      await empty.drop();
+    }
+  });
+});
+
 describe("outbox migrate --inbox", () => {
   it("applies the inbox's migrations, with their own ledger, to the named table; not the outbox's", async () => {
     const empty = await createEmptyDatabase();

@@ -87,4 +87,34 @@ describe("enqueue checks each event against its destinations' limit (outbox_limi
       await setLimits(1_048_576, null);
     }
   });
+
+  it("lets a producer's role read the limits and check against them, never write them", async () => {
+    const role = `producer_${Date.now()}`;
+    await db.pool.query(`create role ${role} nologin`);
+    await db.pool.query(`grant usage on schema public to ${role}; grant insert on outbox_events to ${role}`);
+    try {
+      // A producer's insert: the gate reads the row (and RETURNING needs SELECT on id and seq, as before).
+      await db.pool.query(`grant select (id, seq) on outbox_events to ${role}`);
+      const id = await withTransaction(db.pool, async (client) => {
+        await client.query(`set local role ${role}`);
+        return (await enqueue(client, anEvent())).id;
+      });
+      expect(id).toMatch(/^[0-9a-f-]{36}$/);
+      const client = await db.pool.connect();
+      try {
+        await client.query(`set role ${role}`);
+        await expect(client.query("select max_message_bytes from outbox_limits")).resolves.toBeDefined();
+        await expect(
+          client.query("update outbox_limits set max_message_bytes = 1048576"),
+        ).rejects.toMatchObject({
+          code: "42501",
+        });
+        await client.query("reset role");
+      } finally {
+        client.release();
+      }
+    } finally {
+      await db.pool.query(`drop owned by ${role}; drop role ${role}`);
+    }
+  });
 });

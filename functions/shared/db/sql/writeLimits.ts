@@ -16,3 +16,21 @@ export async function writeLimits(db: Queryable, names: OutboxNames, limits: Out
     [limits.maxMessageBytes, limits.maxPayloadBytes, limits.claimCheck, limits.limitedBy ?? null],
   );
 }
+
+/** The row as it is (after the migrations: 0015's columns exist). */
+export async function readLimitsRow(db: Queryable, names: OutboxNames): Promise<OutboxLimits> {
+  const { rows } = await db.query<{
+    max_message_bytes: number;
+    max_payload_bytes: number;
+    claim_check: boolean;
+    limited_by: string | null;
+  }>(`select max_message_bytes, max_payload_bytes, claim_check, limited_by from ${names.related("limits")}`);
+  const row = rows[0];
+  if (row === undefined) throw new Error(`${names.related("limits")} has no row (migration 0012 inserts it)`);
+  return {
+    maxMessageBytes: row.max_message_bytes,
+    maxPayloadBytes: row.max_payload_bytes,
+    claimCheck: row.claim_check,
+    ...(row.limited_by === null ? {} : { limitedBy: row.limited_by }),
+  };
+}
