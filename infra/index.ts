@@ -10,4 +10,5 @@ export {
   OutboxRelay,
   type OutboxRelayProps,
   type OutboxRelayTuning,
+  type OutboxRoute,
 } from "./outboxRelay.ts";

@@ -17,7 +17,10 @@ export interface LargePayloadsProps {
   readonly prefix?: string;
   /** Payloads over this many bytes always go through S3. Default: only those whose message would not fit. */
   readonly thresholdBytes?: number;
-  /** Largest payload sent (OUTBOX_MAX_PAYLOAD_BYTES). Default 64 MiB; the table's limit is raised separately. */
+  /**
+   * Largest payload, in bytes of its JSON. Default 64 MiB. The one payload setting: the migrations write it to the
+   * outbox's limits row (the insert and `enqueue` refuse more) and the relay gets it as OUTBOX_MAX_PAYLOAD_BYTES.
+   */
   readonly maxPayloadBytes?: number;
 }
 
