@@ -77,8 +77,9 @@ const SIZE_PROBE_SEQ = String(2n ** 63n - 1n);
 
 /**
  * Writes events to the outbox with the caller's connection, so they commit or roll back with the caller's
- * business rows. Everything is validated before the single INSERT: a bad event throws a ValidationError
- * naming the field and leaves the caller's transaction usable and nothing written.
+ * business rows. Everything is validated before the single INSERT, and its size against the destinations' limits
+ * inside it (destinationLimits.ts): a bad event throws a ValidationError naming the field and leaves the caller's
+ * transaction usable and nothing written.
  *
  * The insert locks each event's aggregate until the caller's transaction ends (migration 0005), so `seq` follows
  * commit order: it waits while another open transaction holds one of them. One call never deadlocks with another
