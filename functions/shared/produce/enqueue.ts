@@ -17,7 +17,7 @@ import {
 import { type OutboxLocation, outboxNames } from "../outbox/names.ts";
 import { MAX_PAYLOAD_BYTES_LIMIT } from "../outbox/payloadPointer.ts";
 import type { TraceContext } from "../outbox/traceContext.ts";
-import { statementRunner, type TransactionHandle } from "./transactionHandle.ts";
+import { statementRunner, type TransactionOf } from "./transactionHandle.ts";
 
 export interface OutboxEvent<TPayload = unknown> {
   aggregateType: string;
@@ -85,18 +85,18 @@ const SIZE_PROBE_SEQ = String(2n ** 63n - 1n);
  * MikroORM. A handle that is not in a transaction (a pool, a root client, a pg client in autocommit) is refused
  * with a ValidationError before anything is sent: its events would commit by themselves.
  */
-export async function enqueue<T>(
-  db: TransactionHandle,
+export async function enqueue<H, T>(
+  db: TransactionOf<H>,
   event: OutboxEvent<T>,
   options?: EnqueueOptions,
 ): Promise<EnqueuedEvent>;
-export async function enqueue<T>(
-  db: TransactionHandle,
+export async function enqueue<H, T>(
+  db: TransactionOf<H>,
   events: readonly OutboxEvent<T>[],
   options?: EnqueueOptions,
 ): Promise<EnqueuedEvent[]>;
-export async function enqueue<T>(
-  db: TransactionHandle,
+export async function enqueue<H, T>(
+  db: TransactionOf<H>,
   input: OutboxEvent<T> | readonly OutboxEvent<T>[],
   options: EnqueueOptions = {},
 ): Promise<EnqueuedEvent | EnqueuedEvent[]> {

@@ -87,6 +87,37 @@ export type TransactionHandle =
   | TypeOrmEntityManagerHandle
   | MikroOrmEntityManagerHandle;
 
+/**
+ * `enqueue`'s parameter: the handle itself when it is a transaction's, else a sentence saying what to pass. Without
+ * it, tsc measured a pool or a root client against the union's nearest member and said "Property 'transaction' is
+ * missing in type 'Pool' … TypeOrmEntityManagerHandle"; with it, it says "Argument of type 'Pool' is not assignable
+ * to parameter of type '"a pg.Pool is not a transaction: pass the transaction your library gives you …"'"
+ * (test/produce/typeErrors.test.ts pins the text). `H` is inferred from the true branch.
+ */
+export type TransactionOf<H> = H extends TransactionHandle ? H : NotATransaction<H>;
+
+/** What tsc prints for a handle that is not a transaction's, told apart by the same shapes as statementRunner. */
+export type NotATransaction<H> = H extends { totalCount: number; idleCount: number }
+  ? Refusal<"a pg.Pool", "with pg, a client of pool.connect() after `begin`">
+  : H extends { _: { session: unknown }; select: unknown }
+    ? Refusal<"Drizzle's root db", "the tx of db.transaction(async (tx) => …)">
+    : H extends { $transaction: unknown; $connect: unknown }
+      ? Refusal<"a Prisma client", "the tx of prisma.$transaction(async (tx) => …)">
+      : H extends { unsafe: unknown; begin: unknown }
+        ? Refusal<"the root postgres.js sql", "the sql of sql.begin(async (sql) => …)">
+        : H extends { isTransaction: boolean; executeQuery: unknown }
+          ? Refusal<"a root Kysely", "the trx of db.transaction().execute(async (trx) => …)">
+          : H extends { raw: unknown; transaction: unknown; client: unknown }
+            ? Refusal<"a root knex", "the trx of knex.transaction(async (trx) => …)">
+            : H extends { createQueryRunner: unknown; manager: unknown }
+              ? Refusal<"a TypeORM DataSource", "the manager of dataSource.transaction(async (manager) => …)">
+              : Refusal<"this value", "see docs/libraries.md">;
+
+type Refusal<
+  What extends string,
+  Instead extends string,
+> = `${What} is not a transaction: pass the transaction your library gives you (${Instead})`;
+
 /** Runs one statement written with `$1…$n` placeholders and returns its rows. */
 export type RunStatement = (text: string, values: readonly unknown[]) => Promise<readonly Row[]>;
 type Row = Record<string, unknown>;
