@@ -1,3 +1,4 @@
+import { outboxMigrateHint, withMigrateHint } from "../db/notMigrated.ts";
 import { activeTraceContext } from "../observe/tracing.ts";
 import { ValidationError } from "../outbox/errors.ts";
 import { newEventId } from "../outbox/eventId.ts";
@@ -170,7 +171,10 @@ export async function enqueue<H, T>(
         ? [aggregates.map((aggregate) => aggregate.type), aggregates.map((aggregate) => aggregate.id)]
         : []),
     ],
-  )) as readonly { id: string; seq: string }[];
+  ).catch((error: unknown) => {
+    // The statement names only our table and function: 42P01/42703/42883 mean the migrations have not run.
+    throw withMigrateHint(error, outboxMigrateHint(names, "the schema and table options"));
+  })) as readonly { id: string; seq: string }[];
   const seqById = new Map(inserted.map((row) => [row.id, BigInt(row.seq)]));
   const result = rows.map((row) => ({ id: row.id, seq: seqById.get(row.id) ?? missing(row.id) }));
   return many ? result : (result[0] as EnqueuedEvent);

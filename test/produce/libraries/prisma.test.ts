@@ -5,7 +5,9 @@ import {
   anOrder,
   expectCommitted,
   expectNothing,
+  expectNotMigrated,
   expectRefused,
+  NOT_MIGRATED,
   Rollback,
   useOrdersDatabase,
 } from "./orders.ts";
@@ -40,6 +42,10 @@ describe("enqueue with Prisma 7 and @prisma/adapter-pg", () => {
       }),
     ).rejects.toBeInstanceOf(Rollback);
     await expectNothing(db, order.id);
+  });
+
+  it("a missing outbox table: says to run `outbox migrate`", async () => {
+    await expectNotMigrated(() => prisma.$transaction((tx) => enqueue(tx, anOrder().events, NOT_MIGRATED)));
   });
 
   it("refuses the root client, before writing", async () => {
