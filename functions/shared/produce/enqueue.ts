@@ -18,7 +18,7 @@ import {
 import { type OutboxLocation, outboxNames } from "../outbox/names.ts";
 import { MAX_PAYLOAD_BYTES_LIMIT } from "../outbox/payloadPointer.ts";
 import type { TraceContext } from "../outbox/traceContext.ts";
-import { statementRunner, type TransactionOf } from "./transactionHandle.ts";
+import { joinTransaction, type RunStatement, type TransactionOf } from "./transactionHandle.ts";
 
 export interface OutboxEvent<TPayload = unknown> {
   aggregateType: string;
@@ -101,7 +101,20 @@ export async function enqueue<H, T>(
   input: OutboxEvent<T> | readonly OutboxEvent<T>[],
   options: EnqueueOptions = {},
 ): Promise<EnqueuedEvent | EnqueuedEvent[]> {
-  const run = statementRunner(db);
+  // Joined before the first await, so the caller's callback cannot end the transaction under the insert.
+  const joined = joinTransaction(db);
+  try {
+    return await insertEvents(joined.run, input, options);
+  } finally {
+    joined.leave();
+  }
+}
+
+async function insertEvents<T>(
+  run: RunStatement,
+  input: OutboxEvent<T> | readonly OutboxEvent<T>[],
+  options: EnqueueOptions,
+): Promise<EnqueuedEvent | EnqueuedEvent[]> {
   const names = outboxNames(options);
   const many = Array.isArray(input);
   const events: readonly OutboxEvent<T>[] = many ? input : [input as OutboxEvent<T>];
