@@ -4,6 +4,7 @@ import {
   type DatabaseSource,
   databaseSourceFromEnv,
 } from "../functions/shared/db/connection.ts";
+import { outboxMigrateHint } from "../functions/shared/db/notMigrated.ts";
 import { isClientTimeout, type SessionClient } from "../functions/shared/db/session.ts";
 import {
   OUTBOX_LOCATION_SETTINGS,
@@ -122,9 +123,6 @@ async function outboxTableExists(database: OutboxDatabase): Promise<boolean> {
 }
 
 function missingTable(names: OutboxNames): CliError {
-  return new CliError(
-    `the outbox table ${names.qualified} does not exist in this database: run \`outbox migrate\` first ` +
-      `(or check ${OUTBOX_LOCATION_SETTINGS.schema.env} / ${OUTBOX_LOCATION_SETTINGS.table.env}, --schema / --table)`,
-    EXIT_FAILURE,
-  );
+  const where = `${OUTBOX_LOCATION_SETTINGS.schema.env} / ${OUTBOX_LOCATION_SETTINGS.table.env}, --schema / --table`;
+  return new CliError(outboxMigrateHint(names, where).missing, EXIT_FAILURE);
 }

@@ -31,7 +31,7 @@ export async function benchDestination(
   if (kind === "sqs-fifo") {
     const sqs = relaySqsClient(endpoint, options.publishTimeoutMs);
     const queueUrl = await createBenchQueue(sqs, label);
-    const created = relayDestination(endpoint, queueUrl, options);
+    const created = await relayDestination(endpoint, queueUrl, options);
     return {
       destination: created.destination,
       async destroy() {
@@ -48,7 +48,7 @@ export async function benchDestination(
   // that matches every event, so the CPU measured includes the router's match, as such a relay's would.
   const setting: DestinationSetting =
     target.kind === "eventbridge" ? target : { kind: "routes", routes: [{ match: {}, destination: target }] };
-  const created = createDestination(setting, {
+  const created = await createDestination(setting, {
     sockets: options.concurrency * options.parallelRounds,
     requestTimeoutMs: options.publishTimeoutMs,
     endpoint,

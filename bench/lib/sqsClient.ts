@@ -11,11 +11,11 @@ import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
  * 2026-12-01 the bench built its own client with the SDK's defaults (MD5 check on, at most 50 sockets for the
  * default 4 × 25 requests in flight): not the relay that ships.
  */
-export function relayDestination(
+export async function relayDestination(
   endpoint: string,
   queueUrl: string,
   options: RelayOptions,
-): CreatedDestination {
+): Promise<CreatedDestination> {
   return createDestination(
     { kind: "sqs-fifo", queueUrl, maxMessageBytes: SQS_MAX_MESSAGE_BYTES },
     {

@@ -81,7 +81,7 @@ export async function measureLatency(
   for (const session of warm) session.release();
   const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
   const queueUrl = await createBenchQueue(sqs, notify ? "latency-notify" : "latency-poll");
-  const { destination, destroy } = relayDestination(endpoint.url, queueUrl, options);
+  const { destination, destroy } = await relayDestination(endpoint.url, queueUrl, options);
   const stop = new AbortController();
   // Set while the watches run; a run that fails stops them in `finally`, or their timers keep the bench alive.
   let stopWatches: (() => Promise<void>) | undefined;

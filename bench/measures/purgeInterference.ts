@@ -129,7 +129,7 @@ async function relayDrain(
   relayPool.on("error", () => {});
   const sqs = relaySqsClient(endpoint.url, options.publishTimeoutMs);
   const queueUrl = await createBenchQueue(sqs, "purge");
-  const { destination, destroy } = relayDestination(endpoint.url, queueUrl, options);
+  const { destination, destroy } = await relayDestination(endpoint.url, queueUrl, options);
   try {
     const rounds: { at: number; published: number }[] = [];
     const onRound = (report: { published: number }) =>

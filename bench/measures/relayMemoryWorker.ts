@@ -33,7 +33,7 @@ const options = {
 await once(process.stdin, "data");
 process.stdin.destroy();
 const pool = new pg.Pool({ connectionString: env("BENCH_DATABASE_URL"), max: options.parallelRounds });
-const created = relayDestination(env("BENCH_SQS_URL"), env("BENCH_QUEUE_URL"), options);
+const created = await relayDestination(env("BENCH_SQS_URL"), env("BENCH_QUEUE_URL"), options);
 const s3 =
   s3Url === undefined ? undefined : new S3Client({ ...LOCAL_AWS, endpoint: s3Url, forcePathStyle: true });
 // With BENCH_S3_URL: the claim check, as the handler builds it with OUTBOX_PAYLOAD_BUCKET set.

@@ -176,7 +176,7 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
   const { logger } = options;
   // An explicit endpoint: the SQS client would otherwise send to the QueueUrl's host rather than a configured
   // emulator or proxy endpoint.
-  const { destination, destroy } = createDestination(config.destination, {
+  const { destination, destroy } = await createDestination(config.destination, {
     ...destinationClientOptions(config),
     ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
   });

@@ -18,7 +18,10 @@ invocation.checkMaxDuration(config);
 const logger = new Logger({ serviceName: serviceNameFromEnv(process.env, "outbox-relay") });
 const metrics = createMetrics(process.env, "outbox-relay");
 const metricsOptions = relayMetricsOptionsFromEnv(process.env);
-const { destination } = createDestination(config.destination, invocation.destinationClientOptions(config));
+const { destination } = await createDestination(
+  config.destination,
+  invocation.destinationClientOptions(config),
+);
 // The current invocation's deadline: a checkout retrying authentication failures (a rotation's window) stops
 // before it.
 let currentDeadline: number | undefined;

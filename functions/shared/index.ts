@@ -6,6 +6,7 @@ export type { Queryable } from "./db/session.ts";
 export {
   ConfigError,
   MigrationError,
+  NotMigratedError,
   OutboxError,
   ValidationError,
 } from "./outbox/errors.ts";

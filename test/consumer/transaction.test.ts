@@ -206,6 +206,25 @@ describe("outages are loud (finding 3)", () => {
   });
 });
 
+describe("an inbox that was never migrated (issue 38)", () => {
+  it("fails the invocation with InboxUnavailableError saying which migrations to run", async () => {
+    const log = recorder();
+    const handler = createInboxHandler(writeEffect, { pool: db.pool, schema: "never_migrated", ...log });
+    const record = relayRecord({ aggregateId: "no-inbox", seq: 1 });
+
+    const error = await handler({ Records: [record] }).catch((caught: unknown) => caught);
+
+    expect(error).toBeInstanceOf(InboxUnavailableError);
+    expect((error as Error).message).toContain(
+      'NotMigratedError: the inbox "never_migrated"."inbox" is not migrated in this database: run ' +
+        "`outbox migrate --schema never_migrated --inbox inbox` (or await migrateInbox(pool, " +
+        '{ schema: "never_migrated", table: "inbox" })) first',
+    );
+    expect((error as Error).message).toMatch(/42P01: relation "never_migrated\.inbox" does not exist/);
+    expect(log.outcomes.map((outcome) => outcome.status)).toEqual(["failed"]);
+  });
+});
+
 describe("serialization failures and deadlocks are retried in process (finding 4)", () => {
   const raise = (code: string) => `do $$ begin raise exception 'injected' using errcode = '${code}'; end $$`;
 

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createDestination } from "../../functions/shared/destinations/create.ts";
 import { destinationSettingFromEnv } from "../../functions/shared/destinations/setting.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
+import { freePort } from "../../local/backends/freePort.ts";
 
 const endpoint = inject("awsEndpoint");
 const sns = new SNSClient({ ...LOCAL_AWS, endpoint });
@@ -23,7 +24,7 @@ const ACCOUNT = "arn:aws:sns:us-east-1:123456789012";
 /** The relay's start check of a route table, as the relay Lambda makes it on its first invocation. */
 async function check(routes: unknown[], at = endpoint) {
   const setting = destinationSettingFromEnv({ OUTBOX_ROUTES: JSON.stringify(routes) });
-  const { destination, destroy } = createDestination(setting, {
+  const { destination, destroy } = await createDestination(setting, {
     sockets: 2,
     requestTimeoutMs: 5_000,
     endpoint: at,
@@ -82,6 +83,48 @@ describe(`start checks of topics and streams (${inject("awsSource")})`, () => {
       /^route to kinesis:nope-\w+: stream arn:aws:kinesis:\S+ does not exist \(check the route's streamArn/,
     );
   });
+});
+
+describe("an unverified route names the endpoint its client used (issue 38)", () => {
+  for (const [variable, service] of [
+    ["AWS_ENDPOINT_URL_SNS", "sns"],
+    ["AWS_ENDPOINT_URL", "kinesis"],
+  ] as const) {
+    it(`${variable}, for ${service}, not the region's endpoint`, async () => {
+      // Nothing listens there: the check cannot reach it, and says where it tried.
+      const closed = `http://127.0.0.1:${await freePort()}`;
+      const destination =
+        service === "sns"
+          ? { kind: "sns", topicArn: `${ACCOUNT}:orders` }
+          : { kind: "kinesis", streamArn: "arn:aws:kinesis:us-east-1:123456789012:stream/clicks" };
+      const before = process.env[variable];
+      process.env[variable] = closed;
+      try {
+        const setting = destinationSettingFromEnv({
+          OUTBOX_ROUTES: JSON.stringify([{ match: {}, destination }]),
+        });
+        // No `endpoint` option: the SDK takes the variable, as in a Lambda with AWS_ENDPOINT_URL set.
+        const created = await createDestination(setting, {
+          sockets: 2,
+          requestTimeoutMs: 5_000,
+          ...LOCAL_AWS,
+        });
+        try {
+          const result = await created.destination.check?.(5_000);
+          expect(result).toEqual({
+            verified: false,
+            reason: expect.stringContaining(` at ${closed}:`),
+          });
+          expect(result?.verified === false && result.reason).not.toMatch(/amazonaws\.com/);
+        } finally {
+          created.destroy();
+        }
+      } finally {
+        if (before === undefined) delete process.env[variable];
+        else process.env[variable] = before;
+      }
+    });
+  }
 });
 
 /**

@@ -105,7 +105,7 @@ describe(`routing through the relay to queues, a FIFO topic and a stream (${inje
     ];
     const written = await writeEvents(db.pool, events);
     const setting = destinationSettingFromEnv({ OUTBOX_ROUTES: routes, OUTBOX_QUEUE_URL: fallback });
-    const { destination, destroy } = createDestination(setting, {
+    const { destination, destroy } = await createDestination(setting, {
       sockets: 10,
       requestTimeoutMs: 30_000,
       endpoint,
@@ -172,12 +172,15 @@ describe(`routing through the relay to queues, a FIFO topic and a stream (${inje
       anEvent({ aggregateType: "user", aggregateId: "user-1", eventType: "user.created" }),
       anEvent({ aggregateType: "order", aggregateId: "order-9" }),
     ]);
-    const { destination, destroy } = createDestination(destinationSettingFromEnv({ OUTBOX_ROUTES: routes }), {
-      sockets: 10,
-      requestTimeoutMs: 30_000,
-      endpoint,
-      ...LOCAL_AWS,
-    });
+    const { destination, destroy } = await createDestination(
+      destinationSettingFromEnv({ OUTBOX_ROUTES: routes }),
+      {
+        sockets: 10,
+        requestTimeoutMs: 30_000,
+        endpoint,
+        ...LOCAL_AWS,
+      },
+    );
     try {
       await drainUntilEmpty(db.pool, destination, options());
     } finally {

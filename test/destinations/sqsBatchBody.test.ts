@@ -75,7 +75,7 @@ describe("SendMessageBatch with the relay's own JSON body", () => {
     const queueUrl = "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo";
 
     const sdk = await client.send(new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: ENTRIES }));
-    const ours = await client.send(sendMessageBatchCommand(queueUrl, ENTRIES));
+    const ours = await client.send(await sendMessageBatchCommand(queueUrl, ENTRIES));
 
     const [expected, actual] = requests;
     expect(JSON.parse(actual?.body ?? "")).toEqual(JSON.parse(expected?.body ?? ""));
@@ -86,7 +86,7 @@ describe("SendMessageBatch with the relay's own JSON body", () => {
     expect(actual?.headers.authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=/);
     expect(ours.Successful?.map((entry) => entry.Id)).toEqual(sdk.Successful?.map((entry) => entry.Id));
     // The input kept its entries: what the caller (and the SDK's MD5 check) reads is what was sent.
-    expect(sendMessageBatchCommand(queueUrl, ENTRIES).input.Entries).toHaveLength(3);
+    expect((await sendMessageBatchCommand(queueUrl, ENTRIES)).input.Entries).toHaveLength(3);
     client.destroy();
   });
 
@@ -97,7 +97,7 @@ describe("SendMessageBatch with the relay's own JSON body", () => {
     const { sqs, own } = make();
     const queueUrl = await createFifoQueue(sqs, "batch-body");
 
-    const response = await sqs.send(sendMessageBatchCommand(queueUrl, ENTRIES));
+    const response = await sqs.send(await sendMessageBatchCommand(queueUrl, ENTRIES));
     const messages = await receiveAll(sqs, queueUrl, ENTRIES.length);
 
     expect(response.Failed ?? []).toEqual([]);
@@ -117,7 +117,7 @@ describe("SendMessageBatch with the relay's own JSON body", () => {
     const sqs = sqsClient();
     const queueUrl = await createFifoQueue(sqs, "batch-body-md5");
 
-    const response = await sqs.send(sendMessageBatchCommand(queueUrl, ENTRIES));
+    const response = await sqs.send(await sendMessageBatchCommand(queueUrl, ENTRIES));
 
     expect(response.Successful).toHaveLength(3);
     expect(response.Successful?.every((entry) => /^[0-9a-f]{32}$/.test(entry.MD5OfMessageBody ?? ""))).toBe(

@@ -78,6 +78,86 @@ console.log(JSON.stringify(resolved));`,
 });
 
 /**
+ * Which AWS SDK clients each entry point loads (issue 38): `/relay` loaded all six (1.36 s) for an SQS-only relay and
+ * `/db` loaded Secrets Manager for a plain DATABASE_URL. Each runs in a child process against the built package, no
+ * network reached (every endpoint is a closed port).
+ */
+describe("the AWS SDK clients each entry point loads", () => {
+  function loadedClients(script: string): Record<string, string[]> {
+    const output = execFileSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import { registerHooks } from "node:module";
+const resolved = [];
+registerHooks({ resolve(specifier, context, next) { const result = next(specifier, context); resolved.push(result.url); return result; } });
+const clients = () => [...new Set(resolved.map((url) => /@aws-sdk[/](client-[a-z0-9-]+)[/]/.exec(url)?.[1]).filter(Boolean))].sort();
+const steps = {};
+${script}
+console.log(JSON.stringify(steps));`,
+      ],
+      {
+        cwd: new URL("../..", import.meta.url),
+        encoding: "utf8",
+        env: {
+          ...process.env,
+          AWS_REGION: "us-east-1",
+          AWS_ACCESS_KEY_ID: "test",
+          AWS_SECRET_ACCESS_KEY: "test",
+          AWS_ENDPOINT_URL: "http://127.0.0.1:9",
+        },
+      },
+    );
+    return JSON.parse(output) as Record<string, string[]>;
+  }
+
+  it("/relay: none on import, then only the clients of the destinations it is given", () => {
+    const steps = loadedClients(`
+const relay = await import(${JSON.stringify(`${pkg.name}/relay`)});
+steps.imported = clients();
+const options = { sockets: 1, requestTimeoutMs: 1000, region: "us-east-1" };
+const sqs = await relay.createDestination(
+  { kind: "sqs-fifo", queueUrl: "https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo", maxMessageBytes: 262144 },
+  options,
+);
+steps.sqsFifo = clients();
+sqs.destroy();
+const routes = await relay.createDestination(
+  relay.destinationSettingFromEnv({
+    OUTBOX_ROUTES: JSON.stringify([{ match: {}, destination: { kind: "sns", topicArn: "arn:aws:sns:us-east-1:123456789012:orders" } }]),
+  }),
+  options,
+);
+steps.plusSns = clients();
+routes.destroy();`);
+    expect(steps).toEqual({ imported: [], sqsFifo: ["client-sqs"], plusSns: ["client-sns", "client-sqs"] });
+  });
+
+  it("/db: none for a URL, Secrets Manager only for a secret", () => {
+    const steps = loadedClients(`
+const db = await import(${JSON.stringify(`${pkg.name}/db`)});
+steps.imported = clients();
+const pool = await db.createDatabasePool(db.databaseSourceFromEnv({ DATABASE_URL: "postgres://u:p@127.0.0.1:9/db?sslmode=disable" }), { max: 1, applicationName: "t" });
+await pool.end();
+steps.url = clients();
+const secret = db.databaseSourceFromEnv({ DATABASE_SECRET_ARN: "arn:aws:secretsmanager:us-east-1:123456789012:secret:db", DATABASE_SSLMODE: "disable" });
+await db.createDatabasePool(secret, { max: 1, applicationName: "t" }).catch(() => {});
+steps.secret = clients();`);
+    expect(steps).toEqual({ imported: [], url: [], secret: ["client-secrets-manager"] });
+  });
+
+  it("the root entry and /consumer: none", () => {
+    const steps = loadedClients(`
+await import(${JSON.stringify(pkg.name)});
+steps.root = clients();
+await import(${JSON.stringify(`${pkg.name}/consumer`)});
+steps.consumer = clients();`);
+    expect(steps).toEqual({ root: [], consumer: [] });
+  });
+});
+
+/**
  * What `npm publish` would upload (`npm pack --dry-run`; `--ignore-scripts` because `npm test` built dist/ already
  * and a prepack rebuild would delete it under the other test files). Asserted by rule, not by list, so a new
  * file under dist/ needs no change here: every file is under an allowed place, every entry point the manifest

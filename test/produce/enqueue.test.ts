@@ -251,6 +251,23 @@ describe("configurable table", () => {
   });
 });
 
+describe("a schema-qualified table name", () => {
+  it("is refused with where the schema goes, before any SQL runs", async () => {
+    const noSql = {
+      query: () => Promise.reject(new Error("SQL must not run")),
+      getTransactionStatus: () => "T",
+    };
+    const error = await enqueue(noSql, anEvent(), { table: "public.outbox_events" }).catch(
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toBe(
+      'table: "public.outbox_events" names a schema: pass it on its own, the schema option ' +
+        '({ schema: "public", table: "outbox_events" }; OUTBOX_SCHEMA for the Lambdas, --schema for the CLI)',
+    );
+  });
+});
+
 /** Size of a message with an empty-string payload, to build exact-limit edge cases. */
 async function sizeOf(event: OutboxEvent<unknown>): Promise<number> {
   const error = await enqueueCommitted(db.pool, event, { maxMessageBytes: 1 }).catch(

@@ -1,3 +1,4 @@
+import { inboxMigrateHint, withMigrateHint } from "../db/notMigrated.ts";
 import { isConflict } from "../db/sqlstate.ts";
 import { inSpan, openTelemetry, remoteSpanContext } from "../observe/tracing.ts";
 import { errorMessage } from "../outbox/errors.ts";
@@ -57,6 +58,7 @@ export function batchProcessor(pipeline: RecordPipeline): BatchProcessor {
 /** One record, start to outcome: true when it is done (acknowledged), false when SQS must redeliver it. */
 function recordProcessor({ settings, transaction, route, logger, report }: RecordPipeline) {
   const { names, consumer, skipStale, statementTimeoutMs, maxAttempts } = settings;
+  const migrateHint = inboxMigrateHint(names);
   // The idle bound ends the session (and releases the inbox row's lock) if this process freezes mid-record.
   // `read write` whatever the session's default; after a commit the session's settings are reset, so one a
   // handler changed (through a function: the guard refuses `set`) never reaches the next record.
@@ -157,7 +159,9 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
       }
       report(batch, { status, messageId: recordId(record), event: parsed });
       return true;
-    } catch (error) {
+    } catch (caught) {
+      // The inbox's own statements name only its tables: 42P01 there means its migrations have not run.
+      const error = inUserHandler ? caught : withMigrateHint(caught, migrateHint);
       if (event !== undefined && isOutage(error, inUserHandler)) batch.databaseFailures.push(error);
       logger.error(
         event === undefined

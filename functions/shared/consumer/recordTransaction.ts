@@ -1,6 +1,6 @@
 import { type SessionClient, type TransactionBounds, withTransaction } from "../db/session.ts";
 import { isConflict, isOutage as isDatabaseOutage } from "../db/sqlstate.ts";
-import { DatabaseTimeoutError, OutboxError } from "../outbox/errors.ts";
+import { DatabaseTimeoutError, NotMigratedError, OutboxError } from "../outbox/errors.ts";
 import { backoffDelayMs } from "../util/backoff.ts";
 import type { InboxSession } from "./inboxOptions.ts";
 
@@ -36,11 +36,13 @@ export function transactionRunner(session: InboxSession): TransactionRunner {
 
 /**
  * The database failed, not the message: the client-side timeout fired, the connection broke, the server is
- * shutting down or out of connections, wherever that happened (the user's handler included); or any error of
- * the inbox's own statements that is not a fault of the record.
+ * shutting down or out of connections, wherever that happened (the user's handler included); the inbox's tables not
+ * migrated; or any error of the inbox's own statements that is not a fault of the record.
  */
 export function isOutage(error: unknown, inUserHandler: boolean): boolean {
-  if (error instanceof DatabaseTimeoutError || isDatabaseOutage(error)) return true;
+  if (error instanceof DatabaseTimeoutError || error instanceof NotMigratedError || isDatabaseOutage(error)) {
+    return true;
+  }
   return !inUserHandler && !(error instanceof OutboxError) && !isConflict(error);
 }
 

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
-import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
+// Types only: the client is loaded when a secret is read (secretsManager()), so a pool from a URL loads no SDK.
+import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import pg from "pg";
 import { ConfigError } from "../outbox/errors.ts";
 import { awsHttpOptions, endpointFor, explainUnreachable } from "../util/awsClient.ts";
@@ -120,6 +121,7 @@ export class SecretCache {
   async #fetch(): Promise<RdsSecret> {
     let SecretString: string | undefined;
     try {
+      const { GetSecretValueCommand } = await secretsManager();
       ({ SecretString } = await this.#client.send(new GetSecretValueCommand({ SecretId: this.#secretArn })));
     } catch (error) {
       // No route to Secrets Manager (no NAT, no endpoint) fails in seconds (secretsManagerClient's bounds) and
@@ -224,8 +226,19 @@ export const AUTH_RETRY_CAP_MS = 8_000;
  */
 export const SECRETS_REQUEST_TIMEOUT_MS = 3_000;
 
+/**
+ * The Secrets Manager SDK, loaded on first use: importing it took 309 ms of `/db`'s import (issue 38), which a pool
+ * from a URL never needs (test/package/package.test.ts pins which clients each entry point loads).
+ */
+let sdk: Promise<typeof import("@aws-sdk/client-secrets-manager")> | undefined;
+function secretsManager() {
+  sdk ??= import("@aws-sdk/client-secrets-manager");
+  return sdk;
+}
+
 /** The Secrets Manager client the pools use when given none: bounded (see SECRETS_REQUEST_TIMEOUT_MS). */
-export function secretsManagerClient(): SecretsManagerClient {
+export async function secretsManagerClient(): Promise<SecretsManagerClient> {
+  const { SecretsManagerClient } = await secretsManager();
   return new SecretsManagerClient({
     maxAttempts: 2,
     requestHandler: awsHttpOptions({ requestTimeoutMs: SECRETS_REQUEST_TIMEOUT_MS, sockets: 4 }),
@@ -345,7 +358,7 @@ class SecretPool implements DatabasePool {
   ): Promise<SecretPool> {
     const ssl = source.tls === "disable" ? false : verifiedTls(source.caFile, "DATABASE_CA_FILE");
     const secrets = new SecretCache(
-      options.secrets ?? secretsManagerClient(),
+      options.secrets ?? (await secretsManagerClient()),
       source.secretArn,
       source.ttlMs,
     );

@@ -77,7 +77,7 @@ export async function migrationsCustomResource(
     }
     const logins = deps.logins ?? [];
     if (logins.length > 0) {
-      const secrets = deps.secrets ?? secretsManagerClient();
+      const secrets = deps.secrets ?? (await secretsManagerClient());
       await createLogins(pool, location, logins, { secrets, logger });
     }
     logger.info("migrations done", { ...result, physicalResourceId });

@@ -1,19 +1,17 @@
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
-import { KinesisClient } from "@aws-sdk/client-kinesis";
-import { S3Client } from "@aws-sdk/client-s3";
-import { SNSClient } from "@aws-sdk/client-sns";
-import { SQSClient } from "@aws-sdk/client-sqs";
-import { NodeHttpHandler } from "@smithy/node-http-handler";
+// Types only: each SDK client is imported when a destination first needs it (Clients below), so the relay's entry
+// point loads the clients of the destinations it is given and no others.
+import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import type { KinesisClient } from "@aws-sdk/client-kinesis";
+import type { S3Client } from "@aws-sdk/client-s3";
+import type { SNSClient } from "@aws-sdk/client-sns";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import { awsHttpOptions } from "../util/awsClient.ts";
 import { claimCheckDestination } from "./claimCheck/claimCheck.ts";
-import { s3PayloadStore } from "./claimCheck/s3Store.ts";
 import type { ClaimCheckSetting } from "./claimCheck/settings.ts";
 import type { Destination } from "./destination.ts";
 import { eventBridgeDestination, eventBridgeMaxRequestBytes } from "./eventBridge/eventBridge.ts";
-import { kinesisDestination } from "./kinesis/kinesis.ts";
 import { routingDestination } from "./routing/router.ts";
 import type { DestinationSetting } from "./setting.ts";
-import { snsDestination } from "./sns/sns.ts";
 import { sqsFifoDestination, sqsStandardDestination } from "./sqs/sqsFifo.ts";
 import type { TargetSetting } from "./targets.ts";
 
@@ -44,22 +42,24 @@ export interface CreatedDestination {
 }
 
 /**
- * Builds the clients and the destination a setting names; call it once per container or process. The SDK's own
+ * Builds the clients and the destination a setting names; call it once per container or process. Async because
+ * it imports the SDK clients the setting needs, and only those (an SQS-only relay loads no SNS, Kinesis,
+ * EventBridge or S3 client: the six together took 1.36 s to import). The SDK's own
  * retries are kept short: the relay's backoff, not the SDK's, decides when a failed row is tried again. The
  * agent gets a socket per request in flight, and SQS's per-body MD5 check is off: TLS already guarantees integrity, and it cost ~5-8 us of the
  * relay's ~55 us of CPU per event (bench, docs/benchmarks.md). A route table gets one client per service it
  * uses, shared by its routes, and one destination per distinct place.
  */
-export function createDestination(
+export async function createDestination(
   setting: DestinationSetting,
   options: DestinationClientOptions,
-): CreatedDestination {
+): Promise<CreatedDestination> {
   const clients = new Clients(options);
-  const build = (target: TargetSetting): Destination => {
+  const build = async (target: TargetSetting): Promise<Destination> => {
     switch (target.kind) {
       case "eventbridge":
         // 1 MB per request in the `aws` partition, 256 KB where the partition's documentation still says so.
-        return eventBridgeDestination(clients.eventBridge(), {
+        return eventBridgeDestination(await clients.eventBridge(), {
           ...target,
           maxRequestBytes: eventBridgeMaxRequestBytes(
             target.eventBusName,
@@ -73,35 +73,45 @@ export function createDestination(
           maxMessageBytes: target.maxMessageBytes,
           ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
         };
+        const sqs = await clients.sqs();
         return target.kind === "sqs-fifo"
-          ? sqsFifoDestination(clients.sqs(), queue)
-          : sqsStandardDestination(clients.sqs(), queue);
+          ? sqsFifoDestination(sqs, queue)
+          : sqsStandardDestination(sqs, queue);
       }
       case "sns-fifo":
-      case "sns":
-        return snsDestination(clients.sns(), {
+      case "sns": {
+        const { snsDestination } = await import("./sns/sns.ts");
+        return snsDestination(await clients.sns(), {
           topicArn: target.topicArn,
           fifo: target.kind === "sns-fifo",
           maxMessageBytes: target.maxMessageBytes,
           ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
         });
-      case "kinesis":
-        return kinesisDestination(clients.kinesis(), {
+      }
+      case "kinesis": {
+        const { kinesisDestination } = await import("./kinesis/kinesis.ts");
+        return kinesisDestination(await clients.kinesis(), {
           stream: target.stream,
           ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
         });
+      }
     }
   };
-  const withClaimCheck = (destination: Destination): Destination => {
+  const withClaimCheck = async (destination: Destination): Promise<Destination> => {
     const claimCheck = options.claimCheck;
     if (claimCheck === undefined) return destination;
-    return claimCheckDestination(destination, s3PayloadStore(clients.s3(), claimCheck.bucket), claimCheck);
+    const { s3PayloadStore } = await import("./claimCheck/s3Store.ts");
+    return claimCheckDestination(
+      destination,
+      s3PayloadStore(await clients.s3(), claimCheck.bucket),
+      claimCheck,
+    );
   };
   if (setting.kind !== "routes") {
-    return { destination: withClaimCheck(build(setting)), destroy: () => clients.destroy() };
+    return { destination: await withClaimCheck(await build(setting)), destroy: () => clients.destroy() };
   }
   // One destination per distinct place, so routes to one queue share its lane (and its requests).
-  const places = new Map<string, Destination>();
+  const places = new Map<string, Promise<Destination>>();
   const place = (target: TargetSetting) => {
     const key = JSON.stringify(target);
     const known = places.get(key);
@@ -110,25 +120,28 @@ export function createDestination(
     places.set(key, created);
     return created;
   };
-  const routes = setting.routes.map((route) => ({
-    match: route.match,
-    destination: place(route.destination),
-  }));
-  const fallback = setting.fallback === undefined ? undefined : place(setting.fallback);
+  const routes = await Promise.all(
+    setting.routes.map(async (route) => ({
+      match: route.match,
+      destination: await place(route.destination),
+    })),
+  );
+  const fallback = setting.fallback === undefined ? undefined : await place(setting.fallback);
   return {
-    destination: withClaimCheck(routingDestination(routes, fallback)),
+    destination: await withClaimCheck(routingDestination(routes, fallback)),
     destroy: () => clients.destroy(),
   };
 }
 
-/** One SDK client per service, made when first needed, all with the same bounds. */
+/** One SDK client per service, imported and made when first needed, all with the same bounds. */
 class Clients {
   readonly #common;
-  #sqs: SQSClient | undefined;
-  #sns: SNSClient | undefined;
-  #kinesis: KinesisClient | undefined;
-  #eventBridge: EventBridgeClient | undefined;
-  #s3: S3Client | undefined;
+  #sqs: Promise<SQSClient> | undefined;
+  #sns: Promise<SNSClient> | undefined;
+  #kinesis: Promise<KinesisClient> | undefined;
+  #eventBridge: Promise<EventBridgeClient> | undefined;
+  #s3: Promise<S3Client> | undefined;
+  readonly #made: { destroy(): void }[] = [];
   readonly #endpoint: string | undefined;
 
   constructor(options: DestinationClientOptions) {
@@ -146,39 +159,58 @@ class Clients {
     };
   }
 
-  sqs(): SQSClient {
-    this.#sqs ??= new SQSClient({ ...this.#common, md5: false });
+  #keep<T extends { destroy(): void }>(client: T): T {
+    this.#made.push(client);
+    return client;
+  }
+
+  sqs(): Promise<SQSClient> {
+    this.#sqs ??= import("@aws-sdk/client-sqs").then(({ SQSClient }) =>
+      this.#keep(new SQSClient({ ...this.#common, md5: false })),
+    );
     return this.#sqs;
   }
 
-  sns(): SNSClient {
-    this.#sns ??= new SNSClient(this.#common);
+  sns(): Promise<SNSClient> {
+    this.#sns ??= import("@aws-sdk/client-sns").then(({ SNSClient }) =>
+      this.#keep(new SNSClient(this.#common)),
+    );
     return this.#sns;
   }
 
-  kinesis(): KinesisClient {
+  kinesis(): Promise<KinesisClient> {
     // Kinesis's client defaults to HTTP/2 (for SubscribeToShard), which ignores the agents' socket sizing and
     // cannot reach an emulator over plain http: PutRecords is an ordinary request, sent over HTTP/1.1 like the rest.
-    this.#kinesis ??= new KinesisClient({
-      ...this.#common,
-      requestHandler: new NodeHttpHandler(this.#common.requestHandler),
-    });
+    this.#kinesis ??= Promise.all([
+      import("@aws-sdk/client-kinesis"),
+      import("@smithy/node-http-handler"),
+    ]).then(([{ KinesisClient }, { NodeHttpHandler }]) =>
+      this.#keep(
+        new KinesisClient({
+          ...this.#common,
+          requestHandler: new NodeHttpHandler(this.#common.requestHandler),
+        }),
+      ),
+    );
     return this.#kinesis;
   }
 
-  eventBridge(): EventBridgeClient {
-    this.#eventBridge ??= new EventBridgeClient(this.#common);
+  eventBridge(): Promise<EventBridgeClient> {
+    this.#eventBridge ??= import("@aws-sdk/client-eventbridge").then(({ EventBridgeClient }) =>
+      this.#keep(new EventBridgeClient(this.#common)),
+    );
     return this.#eventBridge;
   }
 
-  s3(): S3Client {
+  s3(): Promise<S3Client> {
     // An emulator (moto, LocalStack) answers on one host: path-style addressing, not a bucket subdomain.
-    this.#s3 ??= new S3Client({ ...this.#common, forcePathStyle: this.#endpoint !== undefined });
+    this.#s3 ??= import("@aws-sdk/client-s3").then(({ S3Client }) =>
+      this.#keep(new S3Client({ ...this.#common, forcePathStyle: this.#endpoint !== undefined })),
+    );
     return this.#s3;
   }
 
   destroy(): void {
-    for (const client of [this.#sqs, this.#sns, this.#kinesis, this.#eventBridge, this.#s3])
-      client?.destroy();
+    for (const client of this.#made) client.destroy();
   }
 }

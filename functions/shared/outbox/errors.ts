@@ -26,6 +26,14 @@ export class MigrationError extends OutboxError {
   override name = "MigrationError";
 }
 
+/**
+ * A table, column or function of ours is missing: the migrations have not run in this database (or not this
+ * version's). The message says what to run; the database's error is the cause.
+ */
+export class NotMigratedError extends OutboxError {
+  override name = "NotMigratedError";
+}
+
 /** The database did not answer within the client-side query timeout; the session was discarded. */
 export class DatabaseTimeoutError extends OutboxError {
   override name = "DatabaseTimeoutError";

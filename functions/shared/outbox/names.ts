@@ -62,9 +62,23 @@ export function quoteIdent(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
+/**
+ * "public.outbox_events" is the table's name as psql prints it, so it is the first thing people pass; quoting it
+ * whole would name a table with a dot in it. Say where the schema goes instead of "not an accepted identifier".
+ */
+function unqualified(table: string): string {
+  const [schema, name, ...rest] = table.split(".");
+  if (name === undefined || rest.length > 0) return table;
+  throw new ConfigError(
+    `table: ${JSON.stringify(table)} names a schema: pass it on its own, the schema option ` +
+      `({ schema: ${JSON.stringify(schema)}, table: ${JSON.stringify(name)} }; ` +
+      `${OUTBOX_LOCATION_SETTINGS.schema.env} for the Lambdas, --schema for the CLI)`,
+  );
+}
+
 export function outboxNames(location: OutboxLocation = {}): OutboxNames {
   const schema = validateIdentifier("schema", location.schema ?? DEFAULT_SCHEMA);
-  const table = validateIdentifier("table", location.table ?? DEFAULT_TABLE);
+  const table = validateIdentifier("table", unqualified(location.table ?? DEFAULT_TABLE));
   // "outbox_events" -> prefix "outbox", so the default objects read outbox_dead_letters, outbox_migrations.
   const prefix = table.replace(/_events$/, "");
   const relatedName = (suffix: string) => `${prefix}_${suffix}`;

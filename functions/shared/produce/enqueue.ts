@@ -1,3 +1,4 @@
+import { outboxMigrateHint, withMigrateHint } from "../db/notMigrated.ts";
 import { activeTraceContext } from "../observe/tracing.ts";
 import { ValidationError } from "../outbox/errors.ts";
 import { newEventId } from "../outbox/eventId.ts";
@@ -16,7 +17,7 @@ import { type OutboxLocation, outboxNames } from "../outbox/names.ts";
 import { MAX_PAYLOAD_BYTES_LIMIT } from "../outbox/payloadPointer.ts";
 import type { TraceContext } from "../outbox/traceContext.ts";
 import { type EventSize, limitsGate, readLimits, refusal } from "./destinationLimits.ts";
-import { statementRunner, type TransactionHandle } from "./transactionHandle.ts";
+import { joinTransaction, type RunStatement, type TransactionOf } from "./transactionHandle.ts";
 
 export interface OutboxEvent<TPayload = unknown> {
   aggregateType: string;
@@ -91,22 +92,35 @@ const SIZE_PROBE_SEQ = String(2n ** 63n - 1n);
  * MikroORM. A handle that is not in a transaction (a pool, a root client, a pg client in autocommit) is refused
  * with a ValidationError before anything is sent: its events would commit by themselves.
  */
-export async function enqueue<T>(
-  db: TransactionHandle,
+export async function enqueue<H, T>(
+  db: TransactionOf<H>,
   event: OutboxEvent<T>,
   options?: EnqueueOptions,
 ): Promise<EnqueuedEvent>;
-export async function enqueue<T>(
-  db: TransactionHandle,
+export async function enqueue<H, T>(
+  db: TransactionOf<H>,
   events: readonly OutboxEvent<T>[],
   options?: EnqueueOptions,
 ): Promise<EnqueuedEvent[]>;
-export async function enqueue<T>(
-  db: TransactionHandle,
+export async function enqueue<H, T>(
+  db: TransactionOf<H>,
   input: OutboxEvent<T> | readonly OutboxEvent<T>[],
   options: EnqueueOptions = {},
 ): Promise<EnqueuedEvent | EnqueuedEvent[]> {
-  const run = statementRunner(db);
+  // Joined before the first await, so the caller's callback cannot end the transaction under the insert.
+  const joined = joinTransaction(db);
+  try {
+    return await insertEvents(joined.run, input, options);
+  } finally {
+    joined.leave();
+  }
+}
+
+async function insertEvents<T>(
+  run: RunStatement,
+  input: OutboxEvent<T> | readonly OutboxEvent<T>[],
+  options: EnqueueOptions,
+): Promise<EnqueuedEvent | EnqueuedEvent[]> {
   const names = outboxNames(options);
   const many = Array.isArray(input);
   const events: readonly OutboxEvent<T>[] = many ? input : [input as OutboxEvent<T>];
@@ -181,7 +195,10 @@ export async function enqueue<T>(
         ? [aggregates.map((aggregate) => aggregate.type), aggregates.map((aggregate) => aggregate.id)]
         : []),
     ],
-  )) as readonly { id: string; seq: string }[];
+  ).catch((error: unknown) => {
+    // The statement names only our table and functions: 42P01/42703/42883 mean the migrations have not run.
+    throw withMigrateHint(error, outboxMigrateHint(names, "the schema and table options"));
+  })) as readonly { id: string; seq: string }[];
   if (inserted.length === 0) {
     const limits = await readLimits(run, names);
     throw (

@@ -87,8 +87,46 @@ export type TransactionHandle =
   | TypeOrmEntityManagerHandle
   | MikroOrmEntityManagerHandle;
 
+/**
+ * `enqueue`'s parameter: the handle itself when it is a transaction's, else a sentence saying what to pass. Without
+ * it, tsc measured a pool or a root client against the union's nearest member and said "Property 'transaction' is
+ * missing in type 'Pool' … TypeOrmEntityManagerHandle"; with it, it says "Argument of type 'Pool' is not assignable
+ * to parameter of type '"a pg.Pool is not a transaction: pass the transaction your library gives you …"'"
+ * (test/produce/typeErrors.test.ts pins the text). `H` is inferred from the true branch.
+ */
+export type TransactionOf<H> = H extends TransactionHandle ? H : NotATransaction<H>;
+
+/** What tsc prints for a handle that is not a transaction's, told apart by the same shapes as statementRunner. */
+export type NotATransaction<H> = H extends { totalCount: number; idleCount: number }
+  ? Refusal<"a pg.Pool", "with pg, a client of pool.connect() after `begin`">
+  : H extends { _: { session: unknown }; select: unknown }
+    ? Refusal<"Drizzle's root db", "the tx of db.transaction(async (tx) => …)">
+    : H extends { $transaction: unknown; $connect: unknown }
+      ? Refusal<"a Prisma client", "the tx of prisma.$transaction(async (tx) => …)">
+      : H extends { unsafe: unknown; begin: unknown }
+        ? Refusal<"the root postgres.js sql", "the sql of sql.begin(async (sql) => …)">
+        : H extends { isTransaction: boolean; executeQuery: unknown }
+          ? Refusal<"a root Kysely", "the trx of db.transaction().execute(async (trx) => …)">
+          : H extends { raw: unknown; transaction: unknown; client: unknown }
+            ? Refusal<"a root knex", "the trx of knex.transaction(async (trx) => …)">
+            : H extends { createQueryRunner: unknown; manager: unknown }
+              ? Refusal<"a TypeORM DataSource", "the manager of dataSource.transaction(async (manager) => …)">
+              : Refusal<"this value", "see docs/libraries.md">;
+
+type Refusal<
+  What extends string,
+  Instead extends string,
+> = `${What} is not a transaction: pass the transaction your library gives you (${Instead})`;
+
 /** Runs one statement written with `$1…$n` placeholders and returns its rows. */
 export type RunStatement = (text: string, values: readonly unknown[]) => Promise<readonly Row[]>;
+
+/** `enqueue`'s place in the caller's transaction, from its call until its statement is done. */
+export interface JoinedTransaction {
+  run: RunStatement;
+  /** Lets the transaction end again (see holdPrismaTransaction); call once, when the call settles. */
+  leave(): void;
+}
 type Row = Record<string, unknown>;
 
 // biome-ignore lint/suspicious/noExplicitAny: duck typing reads members the declared shapes do not promise.
@@ -99,9 +137,15 @@ const PRISMA_TRANSACTION_SCOPE = Symbol.for("prisma.client.transaction.scope_con
 /**
  * How to run the insert on `handle`, or a ValidationError (thrown before anything is sent) naming the handle and
  * what to pass instead. Decided by shape, most specific first: a Knex `trx` and a postgres.js `sql` are functions,
- * a TypeORM QueryRunner and a pg client both have `query`.
+ * a TypeORM QueryRunner and a pg client both have `query`. Synchronous: it runs in the caller's tick, before the
+ * callback that called `enqueue` can return.
  */
-export function statementRunner(handle: unknown): RunStatement {
+export function joinTransaction(handle: unknown): JoinedTransaction {
+  const joined = statementRunner(handle);
+  return typeof joined === "function" ? { run: joined, leave: () => {} } : joined;
+}
+
+function statementRunner(handle: unknown): RunStatement | JoinedTransaction {
   if (handle === null || (typeof handle !== "object" && typeof handle !== "function")) {
     throw refused(`a ${handle === null ? "null" : typeof handle}`, "pass the transaction's client or handle");
   }
@@ -143,13 +187,23 @@ export function statementRunner(handle: unknown): RunStatement {
     };
   }
   if (typeof h.$queryRawUnsafe === "function") {
-    if (h[PRISMA_TRANSACTION_SCOPE] === undefined) {
+    const scope = h[PRISMA_TRANSACTION_SCOPE] as Loose | undefined;
+    if (scope === undefined) {
       throw refused(
         "a Prisma client outside a transaction",
         "pass the `tx` of prisma.$transaction(async (tx) => …)",
       );
     }
-    return async (text, values) => (await h.$queryRawUnsafe(text, ...values)) as Row[];
+    return {
+      run: async (text, values) => {
+        try {
+          return (await h.$queryRawUnsafe(text, ...values)) as Row[];
+        } catch (error) {
+          throw prismaTransactionEnded(error) ? endedBeforeInsert(error) : error;
+        }
+      },
+      leave: holdPrismaTransaction(scope),
+    };
   }
   if (typeof h.isInTransaction === "function" && typeof h.getTransactionContext === "function") {
     const context =
@@ -218,6 +272,43 @@ export function statementRunner(handle: unknown): RunStatement {
   throw refused(
     "an object that is no transaction handle enqueue knows",
     "pass a pg client in a transaction, or a transaction of postgres.js, Drizzle, Kysely, Prisma, Knex, TypeORM or MikroORM",
+  );
+}
+
+/**
+ * Keeps a Prisma transaction from committing while `enqueue`'s insert is on its way. A callback that calls
+ * `enqueue(tx, …)` without `await` returns at once, and Prisma commits: measured with Prisma 7.10, the insert then
+ * arrives after COMMIT ("Transaction already closed") even when sent in the same tick, so the order was kept and
+ * its events lost. Prisma refuses to commit a transaction whose scope stack holds more than itself ("Cannot close
+ * transaction while a nested transaction is still active", its nested-transaction check) and rolls it back: an
+ * entry there for the length of the call makes the forgotten `await` a failed transaction instead of half of one.
+ * A nested `tx.$transaction` would do the same through the public API, but each call would cost a SAVEPOINT and
+ * a RELEASE and a subtransaction (past 64 in one transaction Postgres's snapshots slow down on every backend).
+ * A Prisma whose scope has no such stack (before 7) is joined without the hold.
+ */
+function holdPrismaTransaction(scope: Loose): () => void {
+  const stack = (scope.scopeState as Loose | undefined)?.stack as unknown;
+  if (!Array.isArray(stack)) return () => {};
+  const entry = `aws-outbox-relay:enqueue:${Math.random().toString(36).slice(2)}`;
+  stack.push(entry);
+  return () => {
+    const at = stack.lastIndexOf(entry);
+    if (at >= 0) stack.splice(at, 1);
+  };
+}
+
+/** Prisma's P2028 "Transaction already closed" (TransactionManagerError), raised by a query after the end. */
+function prismaTransactionEnded(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  return code === "P2028" && typeof message === "string" && message.includes("already closed");
+}
+
+function endedBeforeInsert(cause: unknown): ValidationError {
+  return new ValidationError(
+    "db",
+    "the transaction ended before enqueue's insert ran, so it was rolled back (a callback that did not await " +
+      "enqueue?): await enqueue(tx, …) inside the transaction's callback. Nothing was written",
+    { cause },
   );
 }
 

@@ -9,6 +9,20 @@ import https from "node:https";
  */
 export const AWS_CONNECT_TIMEOUT_MS = 3_000;
 
+/**
+ * An SDK package loaded when first needed, once. Each @aws-sdk/client-* costs ~100-400 ms to import on a cold start:
+ * the relay's entry point loads only the clients of the destinations it is given (destinations/create.ts), a pool
+ * from a URL no Secrets Manager (db/connection.ts). A string literal each, so esbuild still bundles them into the
+ * Lambdas' one file (evaluated when imported, not at start).
+ */
+export function onFirstUse<T>(load: () => Promise<T>): () => Promise<T> {
+  let loading: Promise<T> | undefined;
+  return () => {
+    loading ??= load();
+    return loading;
+  };
+}
+
 /** What every AWS client of the Lambdas and the library bounds its requests with (see awsHttpOptions). */
 export interface AwsHttpBounds {
   /** Connecting (TCP, TLS); default AWS_CONNECT_TIMEOUT_MS. */
@@ -76,9 +90,27 @@ export function endpointFor(
   region: string | undefined,
   env: NodeJS.ProcessEnv = process.env,
 ): string {
-  return (
-    env[`AWS_ENDPOINT_URL_${envKey}`] ??
-    env.AWS_ENDPOINT_URL ??
-    `the ${service} endpoint of ${region ?? env.AWS_REGION ?? "the function's region"}`
+  return endpointInUse(
+    undefined,
+    envKey,
+    `the ${service} endpoint of ${region ?? env.AWS_REGION ?? "the function's region"}`,
+    env,
   );
+}
+
+/**
+ * Where a client sends, as the SDK picks it (Reference guide, "Service-specific endpoints"): the client's own
+ * `endpoint`, else AWS_ENDPOINT_URL_<SERVICE>, else AWS_ENDPOINT_URL, unless AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is
+ * true; else `regional`. A message that names the regional endpoint while the client talked to an emulator or a
+ * proxy sends the reader to the wrong place.
+ */
+export function endpointInUse(
+  explicit: string | undefined,
+  envKey: string,
+  regional: string,
+  env: NodeJS.ProcessEnv = process.env,
+): string {
+  if (explicit !== undefined) return explicit;
+  if (env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS?.toLowerCase() === "true") return regional;
+  return env[`AWS_ENDPOINT_URL_${envKey}`] ?? env.AWS_ENDPOINT_URL ?? regional;
 }

@@ -27,7 +27,7 @@ const pool = await createDatabasePool(config.database, {
   onError: () => {}, // a session ended by a Postgres restart; the next checkout opens a fresh one
 });
 // As the handler builds it: the queue or the bus the environment names, the SDK retrying a little.
-const { destination, destroy } = createDestination(config.destination, {
+const { destination, destroy } = await createDestination(config.destination, {
   sockets: config.relay.concurrency * config.relay.parallelRounds,
   requestTimeoutMs: config.relay.publishTimeoutMs,
 });

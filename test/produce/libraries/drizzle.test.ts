@@ -9,7 +9,9 @@ import {
   anOrder,
   expectCommitted,
   expectNothing,
+  expectNotMigrated,
   expectRefused,
+  NOT_MIGRATED,
   Rollback,
   useOrdersDatabase,
 } from "./orders.ts";
@@ -59,6 +61,10 @@ describe.each(Object.entries(drivers))("enqueue with Drizzle on %s", (driver, co
     ).rejects.toBeInstanceOf(Rollback);
     await expectNothing(db, order.id);
     await expectNothing(db, other.id);
+  });
+
+  it("a missing outbox table: says to run `outbox migrate`", async () => {
+    await expectNotMigrated(() => connect().transaction((tx) => enqueue(tx, anOrder().events, NOT_MIGRATED)));
   });
 
   it("refuses the root db and its $client, before writing", async () => {

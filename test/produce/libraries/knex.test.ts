@@ -5,7 +5,9 @@ import {
   anOrder,
   expectCommitted,
   expectNothing,
+  expectNotMigrated,
   expectRefused,
+  NOT_MIGRATED,
   Rollback,
   useOrdersDatabase,
 } from "./orders.ts";
@@ -37,6 +39,10 @@ describe("enqueue with Knex", () => {
       }),
     ).rejects.toBeInstanceOf(Rollback);
     await expectNothing(db, order.id);
+  });
+
+  it("a missing outbox table: says to run `outbox migrate`", async () => {
+    await expectNotMigrated(() => orm.transaction((trx) => enqueue(trx, anOrder().events, NOT_MIGRATED)));
   });
 
   it("refuses the root knex and an ended trx, before writing", async () => {

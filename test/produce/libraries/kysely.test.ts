@@ -6,7 +6,9 @@ import {
   anOrder,
   expectCommitted,
   expectNothing,
+  expectNotMigrated,
   expectRefused,
+  NOT_MIGRATED,
   Rollback,
   useOrdersDatabase,
 } from "./orders.ts";
@@ -43,6 +45,12 @@ describe("enqueue with Kysely", () => {
       }),
     ).rejects.toBeInstanceOf(Rollback);
     await expectNothing(db, order.id);
+  });
+
+  it("a missing outbox table: says to run `outbox migrate`", async () => {
+    await expectNotMigrated(() =>
+      orm.transaction().execute((trx) => enqueue(trx, anOrder().events, NOT_MIGRATED)),
+    );
   });
 
   it("refuses the root Kysely, before writing", async () => {

@@ -5,7 +5,9 @@ import {
   anOrder,
   expectCommitted,
   expectNothing,
+  expectNotMigrated,
   expectRefused,
+  NOT_MIGRATED,
   Rollback,
   useOrdersDatabase,
 } from "./orders.ts";
@@ -44,6 +46,12 @@ describe("enqueue with MikroORM", () => {
       }),
     ).rejects.toBeInstanceOf(Rollback);
     await expectNothing(db, order.id);
+  });
+
+  it("a missing outbox table: says to run `outbox migrate`", async () => {
+    await expectNotMigrated(() =>
+      orm.em.fork().transactional((em) => enqueue(em, anOrder().events, NOT_MIGRATED)),
+    );
   });
 
   it("refuses an em outside a transaction, before writing", async () => {

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, expect } from "vitest";
-import { ValidationError } from "../../../functions/shared/outbox/errors.ts";
+import { NotMigratedError, ValidationError } from "../../../functions/shared/outbox/errors.ts";
 import type { EnqueuedEvent } from "../../../functions/shared/produce/enqueue.ts";
 import { type TestDatabase, useTestDatabase } from "../../support/db.ts";
 import { anEvent } from "../../support/factories.ts";
@@ -69,6 +69,21 @@ export async function expectRefused(db: TestDatabase, attempt: () => Promise<unk
   expect((error as Error).message).toMatch(/pass/);
   const after = await db.pool.query("select count(*)::int as n from outbox_events");
   expect(after.rows[0].n).toBe(before.rows[0].n);
+}
+
+/** An outbox table the migrations never made: enqueue's options for it. */
+export const NOT_MIGRATED = { table: "never_migrated_events" };
+
+/** 42P01 from the library's transaction comes back as a NotMigratedError saying to run `outbox migrate`. */
+export async function expectNotMigrated(attempt: () => Promise<unknown>) {
+  const error = await attempt().then(
+    () => undefined,
+    (caught: unknown) => caught,
+  );
+  expect(error).toBeInstanceOf(NotMigratedError);
+  expect((error as Error).message).toMatch(
+    /^the outbox table "public"\."never_migrated_events" does not exist in this database: run `outbox migrate` first \(or check the schema and table options\) \(42P01: /,
+  );
 }
 
 /** Thrown inside a library's transaction callback to roll it back. */

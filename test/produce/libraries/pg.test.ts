@@ -1,7 +1,15 @@
 import pg from "pg";
 import { describe, it } from "vitest";
 import { enqueue } from "../../../functions/shared/produce/enqueue.ts";
-import { anOrder, expectCommitted, expectNothing, expectRefused, useOrdersDatabase } from "./orders.ts";
+import {
+  anOrder,
+  expectCommitted,
+  expectNothing,
+  expectNotMigrated,
+  expectRefused,
+  NOT_MIGRATED,
+  useOrdersDatabase,
+} from "./orders.ts";
 
 const db = useOrdersDatabase();
 
@@ -32,6 +40,17 @@ describe("enqueue with pg", () => {
       await expectNothing(db, order.id);
     } finally {
       await client.end();
+    }
+  });
+
+  it("a missing outbox table: says to run `outbox migrate`", async () => {
+    const client = await db.pool.connect();
+    try {
+      await client.query("begin");
+      await expectNotMigrated(() => enqueue(client, anOrder().events, NOT_MIGRATED));
+    } finally {
+      await client.query("rollback");
+      client.release();
     }
   });
 

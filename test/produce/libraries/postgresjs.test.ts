@@ -5,7 +5,9 @@ import {
   anOrder,
   expectCommitted,
   expectNothing,
+  expectNotMigrated,
   expectRefused,
+  NOT_MIGRATED,
   Rollback,
   useOrdersDatabase,
 } from "./orders.ts";
@@ -37,6 +39,10 @@ describe("enqueue with postgres.js", () => {
       }),
     ).rejects.toBeInstanceOf(Rollback);
     await expectNothing(db, order.id);
+  });
+
+  it("a missing outbox table: says to run `outbox migrate`", async () => {
+    await expectNotMigrated(() => sql.begin((tx) => enqueue(tx, anOrder().events, NOT_MIGRATED)));
   });
 
   it("refuses the root sql and a reserved connection, before writing", async () => {

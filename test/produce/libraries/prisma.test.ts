@@ -5,7 +5,9 @@ import {
   anOrder,
   expectCommitted,
   expectNothing,
+  expectNotMigrated,
   expectRefused,
+  NOT_MIGRATED,
   Rollback,
   useOrdersDatabase,
 } from "./orders.ts";
@@ -40,6 +42,36 @@ describe("enqueue with Prisma 7 and @prisma/adapter-pg", () => {
       }),
     ).rejects.toBeInstanceOf(Rollback);
     await expectNothing(db, order.id);
+  });
+
+  it("a missing outbox table: says to run `outbox migrate`", async () => {
+    await expectNotMigrated(() => prisma.$transaction((tx) => enqueue(tx, anOrder().events, NOT_MIGRATED)));
+  });
+
+  it("an enqueue the callback forgot to await: the transaction fails instead of keeping the order alone", async () => {
+    const order = anOrder();
+    let pending: Promise<unknown> | undefined;
+    const transaction = prisma.$transaction(async (tx) => {
+      await tx.order.create({ data: { id: order.id, total: order.total } });
+      // The mistake: no await, so the callback returns while the insert is on its way.
+      pending = enqueue(tx, order.events);
+    });
+
+    await expect(transaction).rejects.toThrow(/nested transaction is still active/);
+    await expect(pending).rejects.toThrow(
+      /^db: the transaction ended before enqueue's insert ran, so it was rolled back .*await enqueue\(tx, …\)/,
+    );
+    await expectNothing(db, order.id);
+  });
+
+  it("a nested transaction after an awaited enqueue still commits", async () => {
+    const order = anOrder();
+    const written = await prisma.$transaction(async (tx) => {
+      const events = await enqueue(tx, order.events);
+      await tx.$transaction((inner) => inner.order.create({ data: { id: order.id, total: order.total } }));
+      return events;
+    });
+    await expectCommitted(db, order, written);
   });
 
   it("refuses the root client, before writing", async () => {

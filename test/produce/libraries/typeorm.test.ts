@@ -5,7 +5,9 @@ import {
   anOrder,
   expectCommitted,
   expectNothing,
+  expectNotMigrated,
   expectRefused,
+  NOT_MIGRATED,
   Rollback,
   useOrdersDatabase,
 } from "./orders.ts";
@@ -59,6 +61,12 @@ describe("enqueue with TypeORM", () => {
       }),
     ).rejects.toBeInstanceOf(Rollback);
     await expectNothing(db, order.id);
+  });
+
+  it("a missing outbox table: says to run `outbox migrate`", async () => {
+    await expectNotMigrated(() =>
+      dataSource.transaction((manager) => enqueue(manager, anOrder().events, NOT_MIGRATED)),
+    );
   });
 
   it("refuses the data source's manager and a QueryRunner outside a transaction, before writing", async () => {

@@ -1,13 +1,13 @@
-import {
-  type EventBridgeClient,
-  PutEventsCommand,
-  type PutEventsRequestEntry,
-  type PutEventsResultEntry,
+import type {
+  EventBridgeClient,
+  PutEventsRequestEntry,
+  PutEventsResultEntry,
 } from "@aws-sdk/client-eventbridge";
 import { errorMessage, ValidationError } from "../../outbox/errors.ts";
 import { checkTimestamp } from "../../outbox/message.ts";
 import type { ClaimedRow } from "../../outbox/row.ts";
 import { messageTrace } from "../../outbox/traceContext.ts";
+import { onFirstUse } from "../../util/awsClient.ts";
 import {
   type Destination,
   type LoadedRow,
@@ -177,12 +177,16 @@ function buildEvent(row: LoadedRow, options: EventBridgeOptions): Prepared<PutEv
   };
 }
 
+/** The EventBridge SDK, at the first send: importing the relay's entry point loads no SDK. */
+const eventBridgeSdk = onFirstUse(() => import("@aws-sdk/client-eventbridge"));
+
 /** One PutEvents request; every entry's result read, whatever FailedEntryCount says. */
 async function sendEvents(
   client: EventBridgeClient,
   batch: readonly Prepared<PutEventsRequestEntry>[],
   signal: AbortSignal | undefined,
 ): Promise<PublishResult[]> {
+  const { PutEventsCommand } = await eventBridgeSdk();
   try {
     const response = await client.send(
       new PutEventsCommand({ Entries: batch.map((event) => event.message) }),

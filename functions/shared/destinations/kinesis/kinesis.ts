@@ -8,6 +8,7 @@ import { errorMessage, ValidationError } from "../../outbox/errors.ts";
 import { checkTimestamp } from "../../outbox/message.ts";
 import type { ClaimedRow } from "../../outbox/row.ts";
 import { messageTrace } from "../../outbox/traceContext.ts";
+import { endpointInUse } from "../../util/awsClient.ts";
 import {
   type Destination,
   type LoadedRow,
@@ -98,10 +99,13 @@ export function kinesisDestination(
       checkStream(
         client,
         options.stream,
-        options.endpoint ??
-          ("streamArn" in options.stream
+        endpointInUse(
+          options.endpoint,
+          "KINESIS",
+          "streamArn" in options.stream
             ? `https://kinesis.${options.stream.streamArn.split(":")[3]}.amazonaws.com`
-            : "Kinesis's endpoint in AWS_REGION"),
+            : "Kinesis's endpoint in AWS_REGION",
+        ),
         timeoutMs,
       ),
   };

@@ -1,4 +1,4 @@
-import { PublishBatchCommand, type PublishBatchRequestEntry, type SNSClient } from "@aws-sdk/client-sns";
+import type { PublishBatchRequestEntry, SNSClient } from "@aws-sdk/client-sns";
 import { errorMessage, ValidationError } from "../../outbox/errors.ts";
 import { compactJsonbText } from "../../outbox/jsonbText.ts";
 import {
@@ -12,6 +12,7 @@ import {
 } from "../../outbox/message.ts";
 import { CLAIM_CHECK_HINT } from "../../outbox/payloadPointer.ts";
 import { messageTrace } from "../../outbox/traceContext.ts";
+import { endpointInUse } from "../../util/awsClient.ts";
 import {
   batchEntryResults,
   type Destination,
@@ -20,6 +21,7 @@ import {
   type PublishResult,
   requestFailed,
 } from "../destination.ts";
+import { snsSdk } from "./sdk.ts";
 import { checkTopic } from "./topicCheck.ts";
 
 /**
@@ -74,6 +76,7 @@ const CONTENT_CODES = /InvalidParameter|ValidationException|BatchRequestTooLong/
 export function snsDestination(client: SNSClient, options: SnsOptions): Destination<Entry> {
   const maxMessageBytes = options.maxMessageBytes ?? SNS_MAX_MESSAGE_BYTES;
   const send = async (batch: readonly Prepared<Entry>[], signal?: AbortSignal): Promise<PublishResult[]> => {
+    const { PublishBatchCommand } = await snsSdk();
     try {
       const response = await client.send(
         new PublishBatchCommand({
@@ -108,7 +111,7 @@ export function snsDestination(client: SNSClient, options: SnsOptions): Destinat
         client,
         options.topicArn,
         options.fifo,
-        options.endpoint ?? `https://sns.${options.topicArn.split(":")[3]}.amazonaws.com`,
+        endpointInUse(options.endpoint, "SNS", `https://sns.${options.topicArn.split(":")[3]}.amazonaws.com`),
         timeoutMs,
       ),
   };

@@ -1,7 +1,8 @@
-import { GetTopicAttributesCommand, type SNSClient } from "@aws-sdk/client-sns";
+import type { SNSClient } from "@aws-sdk/client-sns";
 import { ConfigError } from "../../outbox/errors.ts";
 import { checkFailure } from "../checkFailure.ts";
 import type { DestinationCheck } from "../destination.ts";
+import { snsSdk } from "./sdk.ts";
 
 /**
  * Asks SNS about the topic once before relaying (GetTopicAttributes, which needs sns:GetTopicAttributes): a topic
@@ -19,6 +20,7 @@ export async function checkTopic(
   timeoutMs: number,
 ): Promise<DestinationCheck> {
   let attributes: Record<string, string>;
+  const { GetTopicAttributesCommand } = await snsSdk();
   try {
     const response = await sns.send(new GetTopicAttributesCommand({ TopicArn: topicArn }), {
       abortSignal: AbortSignal.timeout(timeoutMs),

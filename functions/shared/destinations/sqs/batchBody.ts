@@ -1,10 +1,11 @@
-import {
+import type {
   SendMessageBatchCommand,
-  type SendMessageBatchCommandInput,
-  type SendMessageBatchCommandOutput,
+  SendMessageBatchCommandInput,
+  SendMessageBatchCommandOutput,
 } from "@aws-sdk/client-sqs";
 // Types only (erased): the SDK's own middleware types, from the package its clients' declarations import them from.
 import type { SerializeMiddleware } from "@smithy/types";
+import { sqsSdk } from "./sdk.ts";
 import type { SqsMessage } from "./sqsMessage.ts";
 
 type Middleware = SerializeMiddleware<SendMessageBatchCommandInput, SendMessageBatchCommandOutput>;
@@ -28,10 +29,11 @@ type Middleware = SerializeMiddleware<SendMessageBatchCommandInput, SendMessageB
  * SDK's `serializerMiddleware`: if a later SDK renamed that step, adding them would throw at the first send,
  * not send a wrong body.
  */
-export function sendMessageBatchCommand(
+export async function sendMessageBatchCommand(
   queueUrl: string,
   entries: readonly (SqsMessage & { Id: string })[],
-): SendMessageBatchCommand {
+): Promise<SendMessageBatchCommand> {
+  const { SendMessageBatchCommand } = await sqsSdk();
   const input = { QueueUrl: queueUrl, Entries: [...entries] };
   const body = JSON.stringify(input);
   const command = new SendMessageBatchCommand(input);

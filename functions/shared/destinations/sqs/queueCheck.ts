@@ -1,7 +1,9 @@
-import { GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import { ConfigError } from "../../outbox/errors.ts";
+import { endpointInUse } from "../../util/awsClient.ts";
 import { checkFailure, DestinationCheckError } from "../checkFailure.ts";
 import type { DestinationCheck } from "../destination.ts";
+import { sqsSdk } from "./sdk.ts";
 
 /** SQS could not be asked (unreachable, timed out): says nothing about the queue, so try again later. */
 export class QueueCheckError extends DestinationCheckError {
@@ -28,6 +30,7 @@ export async function checkQueue(
   fifo = true,
 ): Promise<DestinationCheck> {
   let attributes: Record<string, string>;
+  const { GetQueueAttributesCommand } = await sqsSdk();
   try {
     const response = await sqs.send(
       new GetQueueAttributesCommand({
@@ -44,7 +47,7 @@ export async function checkQueue(
       missing: MISSING_QUEUE,
       missingHint: "check OUTBOX_QUEUE_URL / --queue-url, AWS_REGION and the endpoint",
       action: "sqs:GetQueueAttributes",
-      endpoint: endpoint ?? new URL(queueUrl).origin,
+      endpoint: endpointInUse(endpoint, "SQS", new URL(queueUrl).origin),
       unreachable: QueueCheckError,
     });
   }

@@ -66,7 +66,7 @@ function sqsQueueDestination(sqs: SQSClient, options: SqsFifoOptions, fifo: bool
     const entries = batch.map((message, index) => ({ ...message.message, Id: String(index) }));
     try {
       const response = await sqs.send(
-        sendMessageBatchCommand(options.queueUrl, entries),
+        await sendMessageBatchCommand(options.queueUrl, entries),
         signal ? { abortSignal: signal } : {},
       );
       return batchEntryResults(batch, response, {
