@@ -28,14 +28,20 @@ function cells(line: string): string[] {
   return parts;
 }
 
-/** The first table after the heading whose text starts with `heading` (or the first after `## heading`-less start). */
-export function tableUnder(doc: string, heading: string): Table {
+/** The first table after the heading whose text starts with `heading` (and whose first column is `column`, if given). */
+export function tableUnder(doc: string, heading: string, column?: string): Table {
   const lines = read(doc).split("\n");
   const start = lines.findIndex(
     (line) => /^#{1,6} /.test(line) && line.replace(/^#+ /, "").startsWith(heading),
   );
   if (start === -1) throw new Error(`${doc} has no heading "${heading}"`);
-  const first = lines.findIndex((line, index) => index > start && line.trimStart().startsWith("|"));
+  const first = lines.findIndex(
+    (line, index) =>
+      index > start &&
+      line.trimStart().startsWith("|") &&
+      !(lines[index - 1] ?? "").trimStart().startsWith("|") &&
+      (column === undefined || cells(line)[0] === column),
+  );
   if (first === -1) throw new Error(`${doc} has no table under "${heading}"`);
   const body: string[] = [];
   for (let index = first; index < lines.length && (lines[index] ?? "").trimStart().startsWith("|"); index++) {
