@@ -5,6 +5,7 @@ import { gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { MAX_PAYLOAD_BYTES_LIMIT } from "../../functions/shared/outbox/payloadPointer.ts";
 import { DEFAULT_RELAY_OPTIONS, roundReserveMs } from "../../functions/shared/relay/engine.ts";
+import { DEFAULT_CONSUMER_TIMEOUT, VISIBILITY_TIMEOUT_FACTOR } from "../../infra/consumer.ts";
 import {
   DEFAULT_TARGET_EVENTS_PER_SECOND,
   LAMBDA_MB_PER_VCPU,
@@ -107,6 +108,24 @@ describe("numbers the docs quote from the code", () => {
     says(`${memory.payloadMb} MB by default, ${withLargePayloads.payloadMb} MB with \`largePayloads\``);
     says(`${DEFAULT_TARGET_EVENTS_PER_SECOND.toLocaleString("en-US")} by default`);
     says(`**${throughputMemoryMb(DEFAULT_TARGET_EVENTS_PER_SECOND).toLocaleString("en-US")} MB**`);
+  });
+
+  it("the consumer queue's visibility timeout: 30 s, or the factor AWS advises times the consumer's timeout", () => {
+    const row = tableUnder("docs/deploy.md", "Props").rows.find(
+      ([cell]) => cell === "`consumerVisibilityTimeout`",
+    );
+    const timeout = DEFAULT_CONSUMER_TIMEOUT.toSeconds();
+    expect(row?.[1]).toBe(
+      `30 s; with \`consumer\`, ${VISIBILITY_TIMEOUT_FACTOR}× its timeout (${VISIBILITY_TIMEOUT_FACTOR * timeout} s)`,
+    );
+    expect(read("infra/outboxRelay.ts")).toContain(
+      `${VISIBILITY_TIMEOUT_FACTOR} x its timeout (${VISIBILITY_TIMEOUT_FACTOR * timeout} s for the default ${timeout} s)`,
+    );
+  });
+
+  it("commands a user runs exist in an installed app: `npx outbox migrate`, not the clone's `npm run migrate`", () => {
+    const userDocs = DOCS.filter((doc) => doc !== "CONTRIBUTING.md" && doc !== "CHANGELOG.md");
+    expect(claims(/npm run migrate\b/g).filter(({ doc }) => userDocs.includes(doc))).toEqual([]);
   });
 
   it("destination limits: no doc gives EventBridge 256 KiB beside the others (it takes 1 MB a request)", () => {

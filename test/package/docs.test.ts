@@ -120,8 +120,8 @@ function brokenLink(doc: string, target: string): string | undefined {
   return undefined;
 }
 
-describe("links in README.md, CONTRIBUTING.md and docs/*.md", () => {
-  it.each(DOCS)(
+describe("links in README.md, CONTRIBUTING.md, CHANGELOG.md and docs/*.md", () => {
+  it.each([...DOCS, "CHANGELOG.md"])(
     "%s: every link resolves (relative targets exist, README's are shipped; repository links name files in the tree; anchors are headings)",
     (doc) => {
       const broken = links(doc).flatMap((target) => {
