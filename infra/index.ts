@@ -3,6 +3,7 @@
 export { OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 export type { OutboxLoginRotationProps, OutboxLoginsProps } from "./logins.ts";
 export { stackCreationSuffix } from "./naming.ts";
+// The types of two props (`largePayloads`, `routes`), for an app that builds them apart from the construct.
 export {
   type OutboxAlarmProps,
   type OutboxDatabaseProps,
@@ -12,3 +13,5 @@ export {
   type OutboxRelayTuning,
   type OutboxRoute,
 } from "./outboxRelay.ts";
+export type { LargePayloadsProps } from "./payloadBucket.ts";
+export type { OutboxRoute } from "./routes.ts";

@@ -286,7 +286,10 @@ export interface OutboxRelayProps {
   readonly redriveRoles?: iam.IRole[];
   /** Receives after which a consumer's message moves to the created dead-letter queue. Default 5. */
   readonly consumerMaxReceiveCount?: number;
-  /** Visibility timeout of the created queue: how long a consumer has per message. Default 30 s. */
+  /**
+   * Visibility timeout of the created queue: how long a consumer has per message. Default 30 s; with `consumer`,
+   * 6 x its timeout (180 s for the default 30 s), as AWS advises for a Lambda event source.
+   */
   readonly consumerVisibilityTimeout?: Duration;
   readonly outboxSchema?: string;
   readonly outboxTable?: string;

@@ -120,8 +120,8 @@ function brokenLink(doc: string, target: string): string | undefined {
   return undefined;
 }
 
-describe("links in README.md, CONTRIBUTING.md and docs/*.md", () => {
-  it.each(DOCS)(
+describe("links in README.md, CONTRIBUTING.md, CHANGELOG.md and docs/*.md", () => {
+  it.each([...DOCS, "CHANGELOG.md"])(
     "%s: every link resolves (relative targets exist, README's are shipped; repository links name files in the tree; anchors are headings)",
     (doc) => {
       const broken = links(doc).flatMap((target) => {
@@ -150,7 +150,9 @@ const ENTRY_POINTS = Object.entries(pkg.exports).flatMap(([subpath, target]) => 
 
 /**
  * Blocks that are fragments on purpose (a prop's shape, a line of a larger program) say so in their fence:
- * "```ts fragment". Every other ts block must compile as a module of a user's app.
+ * "```ts fragment". Every other ts block must compile as a module of a user's app. A block whose fence names a
+ * file ("```ts billing.ts") is that file of its document's example, so the document's other blocks may import it
+ * ("./billing.ts"); README's are one app that test/package/readme.test.ts also runs.
  */
 const FRAGMENT = "fragment";
 const TYPESCRIPT = new Set(["ts", "typescript"]);
@@ -184,7 +186,10 @@ function docsProgram() {
   // `export {}` makes each block a module of its own, so blocks do not share names.
   const files = new Map<string, Block>();
   for (const block of checked) {
-    const file = join(scratch, `${block.doc.replace(/\W/g, "_")}_${block.line}.ts`);
+    const named = block.marker.endsWith(".ts");
+    const folder = join(scratch, block.doc.replace(/\W/g, "_"));
+    mkdirSync(folder, { recursive: true });
+    const file = named ? join(folder, block.marker) : join(folder, `${block.line}.ts`);
     writeFileSync(file, `${block.code}\nexport {};\n`);
     files.set(file, block);
   }
@@ -196,6 +201,7 @@ function docsProgram() {
       strict: true,
       noEmit: true,
       skipLibCheck: true,
+      allowImportingTsExtensions: true,
       types: ["node"],
     }),
     files,

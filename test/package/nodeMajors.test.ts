@@ -1,8 +1,7 @@
-import { execFileSync, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import {
   copyFileSync,
   existsSync,
-  mkdirSync,
   mkdtempSync,
   readdirSync,
   realpathSync,
@@ -13,6 +12,7 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEmptyDatabase } from "../support/db.ts";
+import { appEnv, packedApp } from "../support/packedApp.ts";
 
 /**
  * The README's producer (docs/examples/producer.js, shown verbatim there: install.test.ts checks it) in a fresh
@@ -98,65 +98,13 @@ function nodeBinaries(): Map<string, string> {
   return byMajor;
 }
 
-/** No npm_*, NODE_OPTIONS or VITEST from this run; npm prefers its cache (it holds what `npm ci` fetched). */
-function appEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) {
-    if (!/^(npm_|NODE_OPTIONS$|VITEST|OUTBOX_|DATABASE_)/.test(name)) env[name] = value;
-  }
-  return { ...env, npm_config_prefer_offline: "true", npm_config_update_notifier: "false", ...extra };
-}
-
 beforeAll(() => {
-  if (!existsSync(join(REPOSITORY, "dist", "functions", "shared", "index.js"))) {
-    throw new Error("dist/ is not built: run `npm run build` first (`npm test` does)");
-  }
-  mkdirSync(app);
-  // --ignore-scripts: prepack's rebuild would delete dist/ under the other test files.
-  const [packed] = JSON.parse(
-    execFileSync("npm", ["pack", "--json", "--ignore-scripts", "--pack-destination", scratch], {
-      cwd: REPOSITORY,
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-      env: appEnv(),
-    }),
-  ) as { filename: string }[];
-  tarball = join(scratch, packed?.filename ?? "");
-  writeFileSync(
-    join(app, "package.json"),
-    JSON.stringify({ name: "orders-service", private: true, type: "module" }),
-  );
+  ({ tarball } = packedApp(scratch, {
+    name: "orders-service",
+    dependencies: ["pg"],
+    devDependencies: ["typescript", "@types/node", "@types/pg"],
+  }));
   copyFileSync(join(REPOSITORY, "docs", "examples", "producer.js"), join(app, "producer.js"));
-  const versions = JSON.parse(
-    execFileSync("npm", ["ls", "--json", "--depth=0", "pg", "typescript", "@types/node", "@types/pg"], {
-      cwd: REPOSITORY,
-      encoding: "utf8",
-      env: appEnv(),
-    }),
-  ).dependencies as Record<string, { version: string }>;
-  const at = (name: string) => `${name}@${versions[name]?.version}`;
-  execFileSync("npm", ["install", "--no-audit", "--no-fund", tarball, at("pg")], {
-    cwd: app,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: appEnv(),
-  });
-  execFileSync(
-    "npm",
-    [
-      "install",
-      "--no-audit",
-      "--no-fund",
-      "--save-dev",
-      at("typescript"),
-      at("@types/node"),
-      at("@types/pg"),
-    ],
-    {
-      cwd: app,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: appEnv(),
-    },
-  );
 }, 300_000);
 
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));

@@ -1,4 +1,5 @@
-import type { SqsEvent, SqsMessageAttribute, SqsRecord } from "../consumer/sqsEvent.ts";
+import { createHash } from "node:crypto";
+import type { SqsMessageAttribute, SqsRecord } from "../consumer/sqsEvent.ts";
 import type { LoadedRow } from "../destinations/destination.ts";
 import { detailEnvelope, stringHeaders } from "../destinations/envelope.ts";
 import { sqsMessage } from "../destinations/sqs/sqsMessage.ts";
@@ -50,13 +51,31 @@ export interface SqsRecordOptions {
   awsTraceHeader?: string;
 }
 
+/**
+ * A record as Lambda delivers it: the inbox's SqsRecord with every field `@types/aws-lambda`'s SQSRecord requires
+ * (SenderId, ApproximateFirstReceiveTimestamp, md5OfBody), so a built record is an `SQSRecord` and a built event an
+ * `SQSEvent`: a handler typed `SQSHandler` takes them without a cast.
+ */
+export interface LambdaSqsRecord extends SqsRecord {
+  attributes: SqsRecord["attributes"] & { SenderId: string; ApproximateFirstReceiveTimestamp: string };
+  md5OfBody: string;
+}
+
+/** The event Lambda passes to the handler, of records built here (an `SQSEvent` of `@types/aws-lambda`). */
+export interface LambdaSqsEvent<Record extends SqsRecord = LambdaSqsRecord> {
+  Records: Record[];
+}
+
+/** Who sent a built record: a made-up IAM role id, as SQS gives the sender's (the relay's role in production). */
+export const DEFAULT_TEST_SENDER_ID = "AROAEXAMPLEOUTBOXRELAY:outbox-relay";
+
 export const DEFAULT_TEST_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:outbox-test.fifo";
 
 /** The Lambda record of the message the relay sends for an outbox row or an enqueued event. */
 export function sqsRecordOf(
   event: OutboxRowLike | EnqueuedEventLike,
   options: SqsRecordOptions = {},
-): SqsRecord {
+): LambdaSqsRecord {
   const row = loadedRow(event, options);
   const message = sqsMessage(row, true);
   return sqsRecordFromMessage(
@@ -90,7 +109,7 @@ export interface EventBridgeRecordOptions extends SqsRecordOptions {
 export function eventBridgeRecordOf(
   event: OutboxRowLike | EnqueuedEventLike,
   options: EventBridgeRecordOptions,
-): SqsRecord {
+): LambdaSqsRecord {
   const row = loadedRow(event, options);
   const createdAt = row.created_at as Date;
   const detail = detailEnvelope(row, createdAt, stringHeaders(row.headers));
@@ -138,7 +157,10 @@ export interface ReceivedSqsMessage {
  * end-to-end test): Lambda's field names and its string attributes. Receive it with `AttributeNames: ["All"]`
  * and `MessageAttributeNames: ["All"]`, or the record lacks what the inbox checks.
  */
-export function sqsRecordFromMessage(message: ReceivedSqsMessage, options: SqsRecordOptions = {}): SqsRecord {
+export function sqsRecordFromMessage(
+  message: ReceivedSqsMessage,
+  options: SqsRecordOptions = {},
+): LambdaSqsRecord {
   const attributes = message.Attributes ?? {};
   const messageAttributes: Record<string, SqsMessageAttribute> = {};
   for (const [name, value] of Object.entries(message.MessageAttributes ?? {})) {
@@ -146,17 +168,23 @@ export function sqsRecordFromMessage(message: ReceivedSqsMessage, options: SqsRe
   }
   const messageId = message.MessageId ?? options.messageId ?? crypto.randomUUID();
   const trace = options.awsTraceHeader ?? attributes.AWSTraceHeader;
+  const body = message.Body ?? "";
+  const sentTimestamp = attributes.SentTimestamp ?? String((options.sentAt ?? new Date()).getTime());
   return {
     messageId,
     receiptHandle: message.ReceiptHandle ?? `test-receipt-${messageId}`,
-    body: message.Body ?? "",
+    body,
     attributes: {
       ...attributes,
       ApproximateReceiveCount: String(options.receiveCount ?? attributes.ApproximateReceiveCount ?? 1),
-      SentTimestamp: attributes.SentTimestamp ?? String((options.sentAt ?? new Date()).getTime()),
+      SentTimestamp: sentTimestamp,
+      SenderId: attributes.SenderId ?? DEFAULT_TEST_SENDER_ID,
+      ApproximateFirstReceiveTimestamp: attributes.ApproximateFirstReceiveTimestamp ?? sentTimestamp,
       ...(trace === undefined ? {} : { AWSTraceHeader: trace }),
     },
     messageAttributes,
+    // What SQS reports: the MD5 of the body (SQS Developer Guide, "Message metadata": MD5OfBody).
+    md5OfBody: message.MD5OfBody ?? createHash("md5").update(body).digest("hex"),
     eventSource: "aws:sqs",
     eventSourceARN: options.queueArn ?? DEFAULT_TEST_QUEUE_ARN,
     awsRegion: (options.queueArn ?? DEFAULT_TEST_QUEUE_ARN).split(":")[3] ?? "us-east-1",
@@ -164,7 +192,9 @@ export function sqsRecordFromMessage(message: ReceivedSqsMessage, options: SqsRe
 }
 
 /** The event Lambda passes to the handler: `handler(sqsEventOf(record), context)`. */
-export function sqsEventOf(...records: SqsRecord[]): SqsEvent {
+export function sqsEventOf<Record extends SqsRecord = LambdaSqsRecord>(
+  ...records: Record[]
+): LambdaSqsEvent<Record> {
   return { Records: records };
 }
 
