@@ -7,19 +7,31 @@ import type { Queryable } from "../session.ts";
  * logged: it holds the password.
  */
 
-/** The role the migration recorded for this job (0009, `<prefix>_roles`), and whether the login exists yet. */
+/**
+ * The role the migration recorded for this job (0009, `<prefix>_roles`), whether the login exists yet, and whether
+ * it is a direct member of that role (what createLoginStatement made it, in the same implicit transaction).
+ */
 export async function loginState(
   db: Queryable,
   rolesTable: string,
   job: "relay" | "purge",
   username: string,
-): Promise<{ outboxRole: string | undefined; exists: boolean }> {
-  const { rows } = await db.query<{ outbox_role: string | null; login_exists: boolean }>(
-    `select (select role_name from ${rolesTable} where job = $1) as outbox_role,
-            exists (select from pg_catalog.pg_roles where rolname = $2) as login_exists`,
+): Promise<{ outboxRole: string | undefined; exists: boolean; member: boolean }> {
+  const { rows } = await db.query<{ outbox_role: string | null; login_exists: boolean; member: boolean }>(
+    `with outbox_role as (select role_name from ${rolesTable} where job = $1)
+     select (select role_name from outbox_role) as outbox_role,
+            exists (select from pg_catalog.pg_roles where rolname = $2) as login_exists,
+            exists (select from pg_catalog.pg_auth_members as a
+                    join pg_catalog.pg_roles as r on r.oid = a.roleid
+                    join pg_catalog.pg_roles as m on m.oid = a.member
+                    where r.rolname = (select role_name from outbox_role) and m.rolname = $2) as member`,
     [job, username],
   );
-  return { outboxRole: rows[0]?.outbox_role ?? undefined, exists: rows[0]?.login_exists === true };
+  return {
+    outboxRole: rows[0]?.outbox_role ?? undefined,
+    exists: rows[0]?.login_exists === true,
+    member: rows[0]?.member === true,
+  };
 }
 
 /**
