@@ -9,7 +9,8 @@ import type { Queryable } from "../session.ts";
 
 /**
  * The role the migration recorded for this job (0009, `<prefix>_roles`), whether the login exists yet, and whether
- * it is a direct member of that role (what createLoginStatement made it, in the same implicit transaction).
+ * it is a member of that role: directly (what createLoginStatement made it, in the same implicit transaction) or
+ * through the login it rotates (the multi-user rotation's `<user>_clone` is granted `<user>`).
  */
 export async function loginState(
   db: Queryable,
@@ -21,10 +22,10 @@ export async function loginState(
     `with outbox_role as (select role_name from ${rolesTable} where job = $1)
      select (select role_name from outbox_role) as outbox_role,
             exists (select from pg_catalog.pg_roles where rolname = $2) as login_exists,
-            exists (select from pg_catalog.pg_auth_members as a
-                    join pg_catalog.pg_roles as r on r.oid = a.roleid
-                    join pg_catalog.pg_roles as m on m.oid = a.member
-                    where r.rolname = (select role_name from outbox_role) and m.rolname = $2) as member`,
+            case when exists (select from pg_catalog.pg_roles where rolname = $2)
+                  and exists (select from pg_catalog.pg_roles where rolname = (select role_name from outbox_role))
+                 then pg_catalog.pg_has_role($2, (select role_name from outbox_role), 'MEMBER') else false end
+              as member`,
     [job, username],
   );
   return {
