@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { createInboxHandler, type InboxRecordHandler } from "../../functions/shared/consumer/index.ts";
+import { guardClient, TransactionControlError } from "../../functions/shared/consumer/transactionGuard.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, recorder, relayRecord } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";
 
@@ -60,6 +61,11 @@ describe("the guard cannot be talked around (issue 28, finding 4)", () => {
       ["set local standard_conforming_strings = off", "select 'a\\''; rollback; select '1'"],
     ],
     ["a commit in a DO block (Postgres refuses it in a transaction block)", ["do $$ begin commit; end $$"]],
+    // Issue 39, finding 2: Postgres drops an empty statement, so each of these is one COMMIT or ROLLBACK.
+    ["a commit after an empty statement", [";commit"]],
+    ["a rollback after an empty statement", [";rollback"]],
+    ["an end after empty statements, whitespace and comments", [" ;\n; /* c */ ; -- c\n end"]],
+    ["an abort after an empty statement", [";abort"]],
   ];
   for (const [name, texts] of smuggled) {
     it(`keeps the inbox row and the effects together: ${name}`, async () => {
@@ -129,5 +135,52 @@ describe("the guard cannot be talked around (issue 28, finding 4)", () => {
 
     expect(String(answer)).toMatch(/TransactionControlError: .*submittable/i);
     expect(result.batchItemFailures).toEqual([{ itemIdentifier: record.messageId }]);
+  });
+
+  it("sends nothing more once the server reports the transaction ended, whatever ended it (issue 39, finding 2)", async () => {
+    // The guard's last line: a path that ends the transaction without the guard seeing it (here the session
+    // itself, as an unforeseen statement would). Each statement after it would autocommit on its own.
+    const session = await db.pool.connect();
+    const id = relayRecord({ aggregateId: "ended", seq: 1 }).messageAttributes.outboxId?.stringValue ?? "";
+    try {
+      await session.query("begin");
+      const guard = guardClient(session);
+      await session.query("commit");
+      // Two at once: the second is not sent behind the first either.
+      const answers = await Promise.allSettled([
+        guard.client.query(insertEffect, [id, "ended", "first"]),
+        guard.client.query(insertEffect, [id, "ended", "second"]),
+      ]);
+
+      expect(answers.map((answer) => answer.status)).toEqual(["rejected", "rejected"]);
+      expect(guard.refused()).toBeInstanceOf(TransactionControlError);
+      expect(String(guard.refused())).toMatch(/the record's transaction ended/);
+    } finally {
+      await session.query("rollback").catch(() => {});
+      session.release();
+    }
+    expect(await rowsOf(id)).toEqual({ inbox: 0, effects: [] });
+  });
+
+  it("refuses COPY before sending it: FROM STDIN would wait past the statement timeout (issue 39, finding 7)", async () => {
+    const log = recorder();
+    let answer: unknown;
+    const started = Date.now();
+    const handler = createInboxHandler(
+      async (_event, { client }) => {
+        answer = await client
+          .query(`copy ${CONSUMER_SCHEMA}.effects from stdin`)
+          .catch((error: unknown) => error);
+      },
+      { pool: db.pool, schema: CONSUMER_SCHEMA, statementTimeoutMs: 1_000, ...log },
+    );
+    const record = relayRecord({ aggregateId: "copy-from-stdin", seq: 1 });
+
+    const result = await handler({ Records: [record] });
+
+    expect(answer).toBeInstanceOf(TransactionControlError);
+    expect(String(answer)).toMatch(/"copy" on context.client: COPY FROM STDIN/);
+    expect(result.batchItemFailures).toEqual([{ itemIdentifier: record.messageId }]);
+    expect(Date.now() - started).toBeLessThan(1_000);
   });
 });

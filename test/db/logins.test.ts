@@ -12,6 +12,7 @@ import {
   type DatabasePool,
   databaseSourceFromEnv,
 } from "../../functions/shared/db/connection.ts";
+import { createLogins } from "../../functions/shared/db/logins.ts";
 import { migrationsCustomResource } from "../../functions/shared/db/migrationsResource.ts";
 import { DEFAULT_PURGE_OPTIONS, runPurge } from "../../functions/shared/purge/purge.ts";
 import type { Logger } from "../../functions/shared/util/logger.ts";
@@ -20,7 +21,7 @@ import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 import { drain as drainPool, testRelayOptions } from "../support/relay.ts";
-import { quoteRole } from "../support/roles.ts";
+import { quoteRole, uniqueRoleName } from "../support/roles.ts";
 import { createFifoQueue, sqsClient } from "../support/sqs.ts";
 
 /**
@@ -229,5 +230,35 @@ describe("the migrations custom resource creates the relay's and the purge's log
     expect(await processed(later)).toBe(1);
     expect(await sessionUsers(`after-deploy-${suffix}`)).toEqual([clone]);
     expect(logged.join("\n")).not.toContain(clonePassword);
+  });
+});
+
+describe("a login someone else created first (issue 39, finding 9)", () => {
+  it("is refused, not granted the outbox's role, with an error naming it", async () => {
+    await runMigrations("Create");
+    const squatted = uniqueRoleName("outbox_relay");
+    const arn = await createSecret(
+      `outbox/logins/${squatted}`,
+      secretValue(squatted, "the-deploy's-password"),
+    );
+    // What a CREATEROLE user could do before the first deploy: the name is derived from the construct's path.
+    await db.pool.query(`create role ${quoteRole(squatted)} login password 'chosen-by-the-squatter'`);
+    try {
+      const error = await createLogins(db.pool, {}, [{ job: "relay", secretArn: arn }], {
+        secrets,
+        logger,
+      }).catch((caught: unknown) => caught);
+
+      expect(String(error)).toMatch(
+        new RegExp(`login "${squatted}" .* exists but is not a member of "outbox_relay:`),
+      );
+      const { rows } = await db.pool.query(
+        "select pg_has_role($1, (select role_name from outbox_roles where job = 'relay'), 'member') as member",
+        [squatted],
+      );
+      expect(rows[0]?.member).toBe(false);
+    } finally {
+      await db.pool.query(`drop role if exists ${quoteRole(squatted)}`);
+    }
   });
 });

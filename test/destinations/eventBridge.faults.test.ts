@@ -84,7 +84,7 @@ describe("EventBridge destination under faults (in-process endpoint)", () => {
     expect(fake.events.events(busName)).toHaveLength(0);
   });
 
-  it("reports an outage (connection reset, 503, 500) as unsent, never as the message's fault", async () => {
+  it("reports an outage (connection reset, 503, 500) as uncertain (it may have arrived), never as the message's fault", async () => {
     fake.down("reset");
     const reset = await destination().send(batchOf(2));
     fake.down("unavailable");
@@ -93,9 +93,9 @@ describe("EventBridge destination under faults (in-process endpoint)", () => {
     fake.setFaults({ failRequests: (action) => action === "PutEvents" });
     const internal = await destination().send(batchOf(2));
     for (const results of [reset, unavailable, internal]) {
-      expect(results.map((result) => result.status)).toEqual(["unsent", "unsent"]);
+      expect(results.map((result) => result.status)).toEqual(["uncertain", "uncertain"]);
     }
-    expect(internal[0]?.status === "unsent" && internal[0].error).toMatch(/InternalError/);
+    expect(internal[0]?.status === "uncertain" && internal[0].error).toMatch(/InternalError/);
   });
 
   it("when one entry makes the whole request invalid, sends each alone so the healthy ones are published", async () => {

@@ -29,6 +29,9 @@ export function transactionRunner(session: InboxSession): TransactionRunner {
         release: () => {},
         on: (event, listener) => client.on?.(event, listener),
         off: (event, listener) => client.off?.(event, listener),
+        // The server's transaction status, which the guard reads after each of the handler's statements.
+        getTransactionStatus: () =>
+          (client as { getTransactionStatus?: () => string | null }).getTransactionStatus?.() ?? null,
       };
       return withTransaction({ connect: async () => lent }, work, bounds);
     });

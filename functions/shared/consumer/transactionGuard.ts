@@ -24,21 +24,26 @@ export class TransactionControlError extends OutboxError {
  *    or a `standard_conforming_strings` the handler changed: the server does the splitting, and it refuses.
  *    (pg's `values: []` alone does not do it: an empty array is sent on the simple protocol, which runs them all.)
  *    A form the guard cannot rewrite (a Submittable: pg-cursor, pg-query-stream) or a callback is refused.
- * 2. **The leading keyword decides.** A single statement's command is its first keyword, after whitespace and
- *    comments (a comment cannot hide a second statement: there is none). Refused: transaction control (`begin`,
+ * 2. **The leading keyword decides.** A single statement's command is its first keyword, after whitespace,
+ *    comments and empty statements (`;commit` is a COMMIT: Postgres's grammar drops the empty statement before
+ *    it; a comment cannot hide a second statement: there is none). Refused: transaction control (`begin`,
  *    `start transaction`, `commit`, `end`, `abort`, `rollback` other than `rollback to`, `prepare transaction`,
- *    `set transaction`, `set local transaction`) and session-level state (`set` without `local`, `set session`,
- *    `reset`, `discard`): a session setting would outlive the record, and behind a transaction pooler reach other
- *    clients. `set local` and `set constraints` stay allowed (they end with the transaction), and so do the
- *    handler's own savepoints (`savepoint`, `release`, `rollback to`): taken after the inbox row, rolling back to
- *    one cannot undo it. Code that runs inside a statement cannot end the transaction either: Postgres refuses
+ *    `set transaction`, `set local transaction`), session-level state (`set` without `local`, `set session`,
+ *    `reset`, `discard`, `listen`, `prepare`): it would outlive the record, and behind a transaction pooler reach
+ *    other clients; and `copy` (FROM STDIN would wait for data no one sends, past the statement timeout).
+ *    `set local` and `set constraints` stay allowed (they end with the transaction), and so do the handler's own
+ *    savepoints (`savepoint`, `release`, `rollback to`): taken after the inbox row, rolling back to one cannot
+ *    undo it. Code that runs inside a statement cannot end the transaction either: Postgres refuses
  *    `commit`/`rollback` in a `do` block or procedure called inside a transaction block (2D000).
- * 3. **The server confirms it before the commit** (recordPipeline.ts, sql/recordInbox.ts): the inbox insert
- *    returns the transaction's id, and just before committing, a statement compares it with the current one. A
- *    session that left the record's transaction by some path not foreseen here fails the record loudly instead
- *    of committing work that is not the record's.
- * What a statement can still change through a function (`set_config(…, false)`) is undone by the record's
- * transaction: a rollback undoes it, and a commit is followed by a reset of the session (db/session.ts).
+ * 3. **The server says whether the transaction is still open**, after every statement: pg keeps the status each
+ *    ReadyForQuery carries, and once it is idle ("I") the statement that ended the transaction is answered with
+ *    a TransactionControlError and nothing more is sent (statements go out one at a time, so none queued behind
+ *    it can autocommit). Before the commit (recordPipeline.ts, sql/sameTransaction.ts) the inbox insert's
+ *    transaction id is compared with the current one. A session that left the record's transaction by a path
+ *    not foreseen here fails the record loudly instead of committing work that is not the record's.
+ * What a statement can still leave on the session through a function or a DO block (`set_config(…, false)`,
+ * session advisory locks, LISTEN, PREPARE, temp tables, WITH HOLD cursors) is discarded with the end of the
+ * record's transaction, commit or rollback, in the same round trip (db/session.ts, `resetSession`).
  *
  * Why not a savepoint around the handler: a savepoint stops neither a `commit` (which commits the inbox row with
  * whatever was written before it) nor a `rollback` (which ends the transaction the inbox row is in).
@@ -65,10 +70,30 @@ interface QueryConfig {
 export function guardClient(session: Queryable): GuardedClient {
   let refusal: TransactionControlError | undefined;
   let closed = false;
+  // One statement at a time: each waits for the one before it to be answered and for the server's word that the
+  // transaction is still open (below). pg would queue them anyway; a second one queued behind a statement that
+  // ended the transaction would go out the moment the first is answered, before anything here could stop it.
+  let previous: Promise<unknown> = Promise.resolve();
   const refuse = (message: string) => {
     const error = new TransactionControlError(message);
     refusal ??= error;
     return Promise.reject(error);
+  };
+  // Set once the server said the transaction is over: every statement after it is refused unsent.
+  let ended: TransactionControlError | undefined;
+  const send = async (form: QueryConfig): Promise<unknown> => {
+    if (ended === undefined && transactionStatus(session) !== "I") {
+      // A config object: pg's Client and PoolClient take it; a lent session must be one of them (inboxOptions.ts).
+      const answer = (session.query as unknown as (config: QueryConfig) => Promise<unknown>)(form);
+      await answer.catch(() => {});
+      if (transactionStatus(session) !== "I") return answer;
+    }
+    ended ??= new TransactionControlError(
+      "the server reports that the record's transaction ended (a statement on context.client ended it): nothing " +
+        "more is sent on it, nothing is committed, and the record fails",
+    );
+    refusal ??= ended;
+    throw ended;
   };
   const query = (first: unknown, second?: unknown, ...rest: unknown[]) => {
     if (closed) {
@@ -89,8 +114,9 @@ export function guardClient(session: Queryable): GuardedClient {
           "of your own to undo part of the work, and `set local` for a setting)",
       );
     }
-    // A config object: pg's Client and PoolClient take it; a lent session must be one of them (inboxOptions.ts).
-    return (session.query as unknown as (config: QueryConfig) => Promise<unknown>)(form);
+    const result = previous.then(() => send(form));
+    previous = result.catch(() => {});
+    return result;
   };
   return {
     client: { query, getTransactionStatus: () => "T" as const } as InboxClient,
@@ -99,6 +125,16 @@ export function guardClient(session: Queryable): GuardedClient {
       closed = true;
     },
   };
+}
+
+/**
+ * The transaction status the server sent with its last ReadyForQuery ("I" idle, "T" in a transaction, "E" in a
+ * failed one), as pg's Client keeps it; undefined from a session that does not say (then the check before the
+ * commit, sql/sameTransaction.ts, is what stops the record).
+ */
+function transactionStatus(session: Queryable): string | null | undefined {
+  const { getTransactionStatus } = session as { getTransactionStatus?: () => string | null };
+  return typeof getTransactionStatus === "function" ? getTransactionStatus.call(session) : undefined;
 }
 
 /**
@@ -137,6 +173,15 @@ const TRANSACTION_CONTROL = "transaction control is refused";
 const SESSION_STATE =
   "a session-level setting would outlive the record (and behind a transaction pooler reach other clients); use `set local`";
 
+const LISTEN =
+  "a LISTEN takes effect when the record commits, on a session the next record (or behind a transaction pooler " +
+  "another client) gets, and its notifications reach no one";
+const PREPARED_STATEMENT =
+  "a prepared statement outlives the record's transaction (a rollback keeps it); send the query with its values";
+const COPY =
+  "COPY FROM STDIN waits for data context.client never sends, past the statement timeout, and COPY TO STDOUT's " +
+  "rows are not a query's result; use insert … select or a select";
+
 /**
  * Whether ONE statement (the guard sends nothing else: see guardClient) controls the transaction or changes
  * session-level state, judged by its leading keywords. Not a parser: it reads words only up to the first thing
@@ -161,7 +206,7 @@ export function refusedStatement(text: string): RefusedStatement | undefined {
     case "start":
       return second === "transaction" ? lead(2, TRANSACTION_CONTROL) : undefined;
     case "prepare":
-      return second === "transaction" ? lead(2, TRANSACTION_CONTROL) : undefined;
+      return second === "transaction" ? lead(2, TRANSACTION_CONTROL) : lead(1, PREPARED_STATEMENT);
     case "set":
       if (second === "transaction") return lead(2, TRANSACTION_CONTROL);
       if (second === "local") return third === "transaction" ? lead(3, TRANSACTION_CONTROL) : undefined;
@@ -173,14 +218,18 @@ export function refusedStatement(text: string): RefusedStatement | undefined {
     case "reset":
     case "discard":
       return lead(2, SESSION_STATE);
+    case "listen":
+      return lead(1, LISTEN);
+    case "copy":
+      return lead(1, COPY);
     default:
       return undefined;
   }
 }
 
 /**
- * Up to `count` leading words of `text`, skipping whitespace and comments before and between them (`--` to the
- * end of the line; block comments, nested, as Postgres allows:
+ * Up to `count` leading words of `text`, skipping whitespace and comments before and between them, and the
+ * empty statements (`;`) before the first (`--` to the end of the line; block comments, nested, as Postgres allows:
  * https://www.postgresql.org/docs/current/sql-syntax-lexical.html#SQL-SYNTAX-COMMENTS). A word is what Postgres
  * reads as an identifier or key word: a letter, `_` or any non-ASCII character, then those, digits or `$`. Stops
  * at anything else.
@@ -191,6 +240,9 @@ export function leadingWords(text: string, count: number): string[] {
   while (index < text.length && words.length < count) {
     const char = text[index] as string;
     if (/[ \t\n\r\f\v]/.test(char)) {
+      index++;
+    } else if (char === ";" && words.length === 0) {
+      // An empty statement: Postgres's grammar drops it (stmtmulti), so `;commit` is one statement, a COMMIT.
       index++;
     } else if (text.startsWith("--", index)) {
       while (index < text.length && text[index] !== "\n" && text[index] !== "\r") index++;

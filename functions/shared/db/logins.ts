@@ -34,8 +34,9 @@ export function loginsFromEnv(env: Env): OutboxLogin[] {
 /**
  * Makes each job's login from its secret, after the migrations (which create the outbox's NOLOGIN roles and
  * record them in `<prefix>_roles`): `create role <username> login password ...` when no such role exists, then
- * `grant <outbox role> to <username>`. A login that exists keeps its password: after the first deploy the
- * secret belongs to its rotation, whose AWSCURRENT may be `<username>_clone` with a password only it set.
+ * `grant <outbox role> to <username>`, in one implicit transaction. A login that exists keeps its password: after
+ * the first deploy the secret belongs to its rotation, whose AWSCURRENT may be `<username>_clone` with a password
+ * only it set. One that exists but is not already a member of its outbox role was not made here: refused.
  * Runs as the migrations' user (the master user: it created the outbox roles, so it may grant them).
  */
 export async function createLogins(
@@ -49,9 +50,18 @@ export async function createLogins(
     const { username, password } = await loginSecret(deps.secrets, login.secretArn);
     const client = await pool.connect();
     try {
-      const { outboxRole, exists } = await loginState(client, rolesTable, login.job, username);
+      const { outboxRole, exists, member } = await loginState(client, rolesTable, login.job, username);
       if (outboxRole === undefined) {
         throw new Error(`no ${login.job} role recorded in ${rolesTable}: migration 0009 has not run here`);
+      }
+      if (exists && !member) {
+        // The names are derived from the construct's path, so anyone with CREATEROLE can make one first, as a
+        // login with a password of their own: granting it the outbox's role would hand them the job's rights.
+        throw new ConfigError(
+          `login ${JSON.stringify(username)} (${login.secretArn}) exists but is not a member of ${JSON.stringify(outboxRole)}: ` +
+            "the deploy creates its logins and grants them their role together, so this one was made by someone " +
+            "else and is not adopted. Find out who created it, drop it (drop role ...), and deploy again",
+        );
       }
       // The statement text holds the password (as a SCRAM verifier): it is run, never logged.
       const statement = exists

@@ -130,6 +130,7 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
       "select current_setting('server_version_num') as num, current_setting('server_version') as text",
     );
     refuseUnsupportedServer(Number(rows[0]?.num), rows[0]?.text ?? "unknown");
+    await refuseForeignObjects(client, names, migrations);
   });
 
   for (const migration of migrations) {
@@ -142,7 +143,9 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
             `${options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS}ms`,
           ]);
           if (await isRecorded(client, names, migration)) return false;
+          const rolesBefore = await roleState(client, names);
           await run(client, migration.name, renderMigration(migration.sql, names));
+          await refuseAdoptedRoles(client, names, migration.name, rolesBefore);
           await record(client, names, migration);
           return true;
         });
@@ -209,6 +212,114 @@ const CREATE_INDEX_CONCURRENTLY =
 const lockKey = (names: OutboxNames) => `outbox-migrate:${names.qualified}`;
 const noTransactionLockKey = (names: OutboxNames) => `outbox-migrate-no-transaction:${names.qualified}`;
 const LOCK_POLL_MS = 250;
+
+/**
+ * Every name the migrations give an object of this outbox (the table, `{{related:x}}`, `{{name:x}}`, the ledger):
+ * what a role that may create in the schema could create first, under the same name, for the runner to adopt.
+ */
+function ownNames(names: OutboxNames, migrations: readonly Migration[]): string[] {
+  const own = new Set([names.table, names.relatedName("migrations")]);
+  for (const migration of migrations) {
+    for (const [, kind, arg] of migration.sql.matchAll(/\{\{(related|name):(\w+)\}\}/g)) {
+      if (kind !== undefined && arg !== undefined) own.add(names.relatedName(arg));
+    }
+  }
+  return [...own];
+}
+
+/**
+ * The runner adopts nothing it did not create (issue 39, finding 4). A relation, function or type of the
+ * outbox's schema under one of the migrations' names must belong to the role running them, or to a superuser:
+ * a role with CREATE on the schema (every role on PG 14's `public`) could otherwise create the ledger first and
+ * mark files applied that never ran, or a table under an index's name that `create index if not exists` then
+ * skips. Postgres names an object's owner, and only its owner (or a superuser) may alter or drop it: that is
+ * what makes an object the migrations'. Checked before anything is applied; the error names the object and who
+ * owns it.
+ */
+async function refuseForeignObjects(
+  client: Queryable,
+  names: OutboxNames,
+  migrations: readonly Migration[],
+): Promise<void> {
+  const { rows } = await client.query<{ kind: string; name: string; owner: string }>(
+    `with own as (select unnest($2::text[]) as name),
+     schema as (select oid from pg_catalog.pg_namespace where nspname = $1),
+     trusted as (select oid from pg_catalog.pg_roles where rolname = current_user or rolsuper)
+     select 'relation' as kind, c.relname::text as name, pg_catalog.pg_get_userbyid(c.relowner)::text as owner
+     from pg_catalog.pg_class as c
+     where c.relnamespace = (select oid from schema) and c.relname in (select name from own)
+       and c.relowner not in (select oid from trusted)
+     union all
+     select 'function', p.proname::text, pg_catalog.pg_get_userbyid(p.proowner)::text
+     from pg_catalog.pg_proc as p
+     where p.pronamespace = (select oid from schema) and p.proname in (select name from own)
+       and p.proowner not in (select oid from trusted)
+     union all
+     select 'type', t.typname::text, pg_catalog.pg_get_userbyid(t.typowner)::text
+     from pg_catalog.pg_type as t
+     where t.typnamespace = (select oid from schema) and t.typname in (select name from own)
+       and t.typowner not in (select oid from trusted)
+     order by 2, 1`,
+    [names.schema, ownNames(names, migrations)],
+  );
+  if (rows.length === 0) return;
+  const { rows: me } = await client.query<{ me: string }>("select current_user::text as me");
+  throw new MigrationError(
+    `the outbox's migrations did not create ${rows
+      .map((row) => `${row.kind} ${quoteIdent(names.schema)}.${quoteIdent(row.name)} (owned by ${row.owner})`)
+      .join(", ")}: they own every object under their names, and these belong to another role than the one ` +
+      `running them (${me[0]?.me}) or a superuser. Nothing was applied. Find out who created ${rows.length === 1 ? "it" : "them"} and why, ` +
+      "drop what is not the outbox's, and run the migrations again as the role that owns the outbox",
+  );
+}
+
+interface RoleState {
+  /** Every role of the cluster before the file ran. */
+  roles: Set<string>;
+  /** The outbox's roles recorded in `{{related:roles}}` before the file ran. */
+  recorded: Set<string>;
+}
+
+/**
+ * What refuseAdoptedRoles compares with. 0009 creates the outbox's roles `if not exists`: a role a CREATEROLE
+ * user made first under that name (as a LOGIN, with a password of its own) would be adopted and granted the
+ * relay's rights. Shipped files keep their checksums, so the runner checks what any file recorded.
+ */
+async function roleState(client: Queryable, names: OutboxNames): Promise<RoleState> {
+  const { rows } = await client.query<{ roles: string[]; recorded: string[] }>(
+    `select array(select rolname::text from pg_catalog.pg_roles) as roles,
+            case when pg_catalog.to_regclass($1) is null then '{}'::text[] end as recorded`,
+    [names.related("roles")],
+  );
+  const recorded = rows[0]?.recorded ?? (await recordedRoles(client, names));
+  return { roles: new Set(rows[0]?.roles), recorded: new Set(recorded) };
+}
+
+async function recordedRoles(client: Queryable, names: OutboxNames): Promise<string[]> {
+  const { rows } = await client.query<{ role_name: string }>(
+    `select role_name from ${names.related("roles")}`,
+  );
+  return rows.map((row) => row.role_name);
+}
+
+/** A role a file recorded as the outbox's must be one it created: one that existed before it ran is refused. */
+async function refuseAdoptedRoles(client: Queryable, names: OutboxNames, file: string, before: RoleState) {
+  const { rows } = await client.query<{ exists: boolean }>(
+    "select pg_catalog.to_regclass($1) is not null as exists",
+    [names.related("roles")],
+  );
+  if (rows[0]?.exists !== true) return;
+  const adopted = (await recordedRoles(client, names)).filter(
+    (role) => !before.recorded.has(role) && before.roles.has(role),
+  );
+  if (adopted.length === 0) return;
+  throw new MigrationError(
+    `migration ${file} would give this outbox's rights to ${adopted.map((role) => `role ${quoteIdent(role)}`).join(", ")}, ` +
+      "which existed before the migration ran: the outbox's roles are created by its migrations, never adopted " +
+      "(someone with CREATEROLE may have made it first, as a login with a password of their own). Nothing was " +
+      `applied. Find out who created it, drop it (drop role ${adopted.map(quoteIdent).join(", ")}), and run the migrations again`,
+  );
+}
 
 /** Creates the ledger if needed; true when the file is already applied (and unchanged). */
 async function isRecorded(client: Queryable, names: OutboxNames, migration: Migration): Promise<boolean> {

@@ -19,10 +19,15 @@ export interface LoadedRow extends ClaimedRow {
  * - `rejected`: the message itself is at fault: the relay cannot build a valid message from the row (any
  *   reason, any exception), or the destination refused the entry as the sender's fault. Counts towards
  *   RELAY_MAX_ATTEMPTS; `permanent` when no retry can help (dead-lettered at once).
- * - `unsent`: the destination did not take it for a reason of its own: the whole request failed (unreachable,
- *   throttled, timed out, 5xx, denied), it failed this entry on its side, or the entry failed for the account's
- *   configuration (KMS key disabled or denied, a permission missing, throttled). Says nothing about the
- *   message: backs off and retries without limit, never dead-letters.
+ * - `unsent`: the destination said it did not take it, for a reason of its own: it answered the whole request
+ *   with an error (throttled, denied, a missing resource), failed this entry on its side, or failed the entry
+ *   for the account's configuration (KMS key disabled or denied, a permission missing, throttled). Says
+ *   nothing about the message: backs off and retries without limit, never dead-letters.
+ * - `uncertain`: whether the destination received it is unknown: the request got no answer (aborted at the
+ *   round's deadline, timed out, the connection dropped), a 5xx answer (the service may have stored it before
+ *   failing), or an answer without this entry. Retried like `unsent`; the retry may deliver it a second time:
+ *   a FIFO queue or topic deduplicates it within its 5-minute window, a standard queue, EventBridge or Kinesis
+ *   gets a duplicate (consumers are idempotent: the inbox skips it).
  * - `held`: not attempted this round (an earlier event of its aggregate failed in this round, or the round's
  *   byte budget was spent); left untouched.
  */
@@ -30,6 +35,7 @@ export type PublishResult =
   | { row: ClaimedRow; status: "published" }
   | { row: ClaimedRow; status: "rejected"; error: string; permanent: boolean }
   | { row: ClaimedRow; status: "unsent"; error: string }
+  | { row: ClaimedRow; status: "uncertain"; error: string }
   | { row: ClaimedRow; status: "held" };
 
 /** One row made ready for a destination: what will be sent, and its size as the destination counts it. */
@@ -66,7 +72,8 @@ export interface Destination<Message = unknown> {
   prepare(row: LoadedRow): Prepared<Message> | string;
   /**
    * Sends one request and returns one result per entry, in the batch's order. Never throws for a failed send:
-   * every failure is classified (`rejected` when the message is at fault, `unsent` when it is not).
+   * every failure is classified (`rejected` when the message is at fault, `unsent` or `uncertain` when it is
+   * not).
    */
   send(batch: readonly Prepared<Message>[], signal?: AbortSignal): Promise<PublishResult[]>;
   /**
@@ -104,7 +111,8 @@ export type DestinationCheck = { verified: true } | { verified: false; reason: s
  * request invalid, the sender's fault. Then, with more than one entry, each is sent alone so the healthy ones go
  * through and only the culprit is rejected (all at once: a batch holds at most one entry per group, and the client's
  * sockets bound how many are in flight); a single entry is rejected permanently. Any other failure (unreachable,
- * throttled, denied, 5xx, timed out) says nothing about the messages: every entry is unsent.
+ * throttled, denied, 5xx, timed out) says nothing about the messages: every entry is `unsent` when the service
+ * answered that it did not take the request, `uncertain` when it may have (receivedUnknown).
  */
 export async function requestFailed<Message>(
   batch: readonly Prepared<Message>[],
@@ -121,8 +129,19 @@ export async function requestFailed<Message>(
     ({ row }): PublishResult =>
       byContent
         ? { row, status: "rejected", error: message, permanent: true }
-        : { row, status: "unsent", error: message },
+        : { row, status: receivedUnknown(error) ? "uncertain" : "unsent", error: message },
   );
+}
+
+/**
+ * Whether a failed request may still have reached the service: no HTTP answer at all (aborted, timed out, the
+ * connection dropped: the SDK's error then has no `$metadata.httpStatusCode`) or a 5xx one. A 4xx answer
+ * (throttled, denied, invalid) means the service did not act on it.
+ */
+export function receivedUnknown(error: unknown): boolean {
+  const status = (error as { $metadata?: { httpStatusCode?: unknown } } | undefined)?.$metadata
+    ?.httpStatusCode;
+  return typeof status !== "number" || status >= 500;
 }
 
 /** One failed entry of a batch response, as SQS's SendMessageBatch and SNS's PublishBatch report it. */
@@ -157,7 +176,7 @@ export function batchEntryResults<Message>(
     if (failure === undefined) {
       return {
         row: entry.row,
-        status: "unsent",
+        status: "uncertain",
         error: `${service.name} reported neither success nor failure`,
       };
     }

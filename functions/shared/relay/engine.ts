@@ -478,7 +478,7 @@ function bySeq(a: ClaimedRow, b: ClaimedRow): number {
 /**
  * Published rows are marked; held rows are left alone. A rejected message (its own fault) counts an attempt
  * and dead-letters at max attempts, or at once when permanent. A failure on SQS's side (`unsent`: the request
- * failed as a whole, or the entry with SenderFault = false) counts a transient failure instead, backs off on
+ * failed as a whole, or the entry with SenderFault = false; `uncertain`: it may have arrived) counts a transient failure instead, backs off on
  * that count (capped, jittered) and never dead-letters: an SQS outage, however long, must not turn the backlog
  * into dead letters, nor leave heads one InternalError away from it.
  */

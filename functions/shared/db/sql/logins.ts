@@ -7,19 +7,32 @@ import type { Queryable } from "../session.ts";
  * logged: it holds the password.
  */
 
-/** The role the migration recorded for this job (0009, `<prefix>_roles`), and whether the login exists yet. */
+/**
+ * The role the migration recorded for this job (0009, `<prefix>_roles`), whether the login exists yet, and whether
+ * it is a member of that role: directly (what createLoginStatement made it, in the same implicit transaction) or
+ * through the login it rotates (the multi-user rotation's `<user>_clone` is granted `<user>`).
+ */
 export async function loginState(
   db: Queryable,
   rolesTable: string,
   job: "relay" | "purge",
   username: string,
-): Promise<{ outboxRole: string | undefined; exists: boolean }> {
-  const { rows } = await db.query<{ outbox_role: string | null; login_exists: boolean }>(
-    `select (select role_name from ${rolesTable} where job = $1) as outbox_role,
-            exists (select from pg_catalog.pg_roles where rolname = $2) as login_exists`,
+): Promise<{ outboxRole: string | undefined; exists: boolean; member: boolean }> {
+  const { rows } = await db.query<{ outbox_role: string | null; login_exists: boolean; member: boolean }>(
+    `with outbox_role as (select role_name from ${rolesTable} where job = $1)
+     select (select role_name from outbox_role) as outbox_role,
+            exists (select from pg_catalog.pg_roles where rolname = $2) as login_exists,
+            case when exists (select from pg_catalog.pg_roles where rolname = $2)
+                  and exists (select from pg_catalog.pg_roles where rolname = (select role_name from outbox_role))
+                 then pg_catalog.pg_has_role($2, (select role_name from outbox_role), 'MEMBER') else false end
+              as member`,
     [job, username],
   );
-  return { outboxRole: rows[0]?.outbox_role ?? undefined, exists: rows[0]?.login_exists === true };
+  return {
+    outboxRole: rows[0]?.outbox_role ?? undefined,
+    exists: rows[0]?.login_exists === true,
+    member: rows[0]?.member === true,
+  };
 }
 
 /**

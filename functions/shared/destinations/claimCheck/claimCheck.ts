@@ -114,7 +114,7 @@ export function claimCheckDestination<Message>(
       const error = failed.get(entry);
       if (error !== undefined) return { row: entry.row, status: "unsent", error };
       return (
-        sent[next++] ?? { row: entry.row, status: "unsent", error: "the destination returned no result" }
+        sent[next++] ?? { row: entry.row, status: "uncertain", error: "the destination returned no result" }
       );
     });
   };

@@ -204,7 +204,7 @@ async function sendEvents(
 
 function entryResult(row: ClaimedRow, entry: PutEventsResultEntry | undefined): PublishResult {
   if (entry === undefined) {
-    return { row, status: "unsent", error: "EventBridge returned no result for this entry" };
+    return { row, status: "uncertain", error: "EventBridge returned no result for this entry" };
   }
   if (entry.ErrorCode === undefined && entry.EventId !== undefined) return { row, status: "published" };
   const code = entry.ErrorCode ?? "UnknownError";

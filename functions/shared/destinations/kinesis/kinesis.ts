@@ -140,7 +140,7 @@ function prepareRecord(row: LoadedRow): Prepared<PutRecordsRequestEntry> | strin
 
 function recordResult(row: ClaimedRow, record: PutRecordsResultEntry | undefined): PublishResult {
   if (record === undefined) {
-    return { row, status: "unsent", error: "Kinesis returned no result for this record" };
+    return { row, status: "uncertain", error: "Kinesis returned no result for this record" };
   }
   if (record.ErrorCode === undefined && record.SequenceNumber !== undefined) {
     return { row, status: "published" };

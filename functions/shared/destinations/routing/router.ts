@@ -86,7 +86,7 @@ export function routingDestination(routes: readonly Route[], fallback?: Destinat
       (entry) =>
         byRow.get(entry.row.id) ?? {
           row: entry.row,
-          status: "unsent",
+          status: "uncertain",
           error: `${lanes[entry.message.lane]?.name} returned no result for this entry`,
         },
     );
