@@ -208,7 +208,11 @@ describe("upgrading from 0008 in place", () => {
     cleanUpFirst(async () => {
       await db.pool.query(`drop role if exists ${relayLogin}, ${purgeLogin}`);
     });
-    const pending = await withTransaction(pool, (client) => enqueue(client, [anEvent()]));
+    // Plain SQL: this version's enqueue reads the limits table of 0012 (CHANGELOG), which a 0008 outbox lacks.
+    const { rows: pending } = await pool.query(
+      `insert into outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+       values (gen_random_uuid(), 'order', 'order-1', 'order.created', '{}') returning id::text as id`,
+    );
 
     const result = await migrate(pool);
 
@@ -219,6 +223,7 @@ describe("upgrading from 0008 in place", () => {
       "0012_payload_limit.sql",
       "0013_trace_context.sql",
       "0014_pending_dead_index.sql",
+      "0015_destination_limits.sql",
     ]);
     const roles = await outboxRoles(pool);
     const { rows } = await pool.query(
