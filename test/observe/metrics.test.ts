@@ -292,6 +292,37 @@ describe("RelayMetrics", () => {
     ).toEqual([3, 0]);
   });
 
+  it("behind a route table, counts unrouted events as UnroutedEvents of their own, zeros included (issue 38)", () => {
+    let clock = 0;
+    const recorder = new RelayMetrics(metrics, { flushIntervalMs: 10, now: () => clock });
+    recorder.recordRound(
+      round({
+        claimed: 3,
+        published: 1,
+        failed: 2,
+        destinations: {
+          "sqs-fifo:orders.fifo": { published: 1, failed: 0 },
+          none: { published: 0, failed: 2 },
+        },
+      }),
+    );
+    clock = 20;
+    recorder.recordRound(round({ destinations: {} }));
+    recorder.finish();
+    metrics.publishStoredMetrics();
+
+    const main = stdout.emf().filter((line) => !line.dimensions[0]?.includes("destination"));
+    expect(allValues(main, "UnroutedEvents")).toEqual([2, 0]);
+  });
+
+  it("writes no UnroutedEvents without a route table", () => {
+    const recorder = new RelayMetrics(metrics);
+    recorder.recordRound(round({ claimed: 1, published: 1 }));
+    recorder.finish();
+    metrics.publishStoredMetrics();
+    expect(allValues(stdout.emf(), "UnroutedEvents")).toEqual([]);
+  });
+
   it("takes the eventType bound from RELAY_METRICS_EVENT_TYPES (default 10), naming the variable when wrong", () => {
     expect(relayMetricsOptionsFromEnv({})).toEqual({ maxEventTypes: 10 });
     expect(relayMetricsOptionsFromEnv({ RELAY_METRICS_EVENT_TYPES: "0" })).toEqual({ maxEventTypes: 0 });

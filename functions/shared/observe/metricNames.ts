@@ -16,6 +16,8 @@ export const METRIC = {
   purgeDuration: "PurgeDuration",
   eventsPublished: "EventsPublished",
   publishFailures: "PublishFailures",
+  /** Behind a route table: events no route takes and no default catches (dead-lettered at their first claim). */
+  unroutedEvents: "UnroutedEvents",
   eventsDeadLettered: "EventsDeadLettered",
   batchDuration: "BatchDuration",
   publishLag: "PublishLag",

@@ -1,4 +1,5 @@
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
+import { NO_ROUTE_DESTINATION } from "../destinations/routing/table.ts";
 import type { PurgeSummary } from "../purge/purge.ts";
 import type { RoundReport } from "../relay/engine.ts";
 import type { Env } from "../util/env.ts";
@@ -261,6 +262,12 @@ export class RelayMetrics {
         .singleMetric()
         .addDimension(EVENT_TYPE_DIMENSION, eventType)
         .addMetric(METRIC.publishFailures, MetricUnit.Count, failures);
+    }
+    // Unrouted events on the main line, under a name of their own: a wrong route table, not a failing destination,
+    // though they also count as PublishFailures{destination=none}. Behind a route table only, zeros included.
+    if (this.#byDestination.size > 0) {
+      const unrouted = this.#byDestination.get(NO_ROUTE_DESTINATION)?.failed ?? 0;
+      this.#metrics.addMetric(METRIC.unroutedEvents, MetricUnit.Count, unrouted);
     }
     // Lines of their own (a single metric writes one line per value: one metric per EMF event, far below its 100),
     // two per destination (a route table has at most MAX_ROUTES + 1 of them, plus `none`); zeros kept, so an alarm
