@@ -341,6 +341,31 @@ describe("docs/deploy.md's props table against OutboxRelayProps", () => {
   }, 120_000);
 });
 
+/** The members deploy.md's "Exposed:" paragraph names (`queue`, `metric(name, ...)`: the identifier each span starts with). */
+function exposedDrift(deploy: string): string[] {
+  const paragraph = /^Exposed: [\s\S]*?(?=\n\n)/m.exec(deploy)?.[0] ?? "";
+  const named = new Set(codeSpans(paragraph).map((span) => /^[A-Za-z_$][\w$]*/.exec(span)?.[0] ?? ""));
+  const symbol = exported(CDK, "OutboxRelay");
+  if (symbol === undefined) return ["aws-outbox-relay/cdk exports no OutboxRelay"];
+  return membersOf(symbol, false)
+    .map((member) => member.name)
+    .filter((name) => !named.has(name))
+    .map((name) => `docs/deploy.md's "Exposed:" paragraph lacks OutboxRelay's ${name}`);
+}
+
+describe("docs/deploy.md's list of what OutboxRelay exposes", () => {
+  it("names every public member of the construct", () => {
+    expect(exposedDrift(read("docs/deploy.md"))).toEqual([]);
+  }, 120_000);
+
+  it("the comparison sees a member left out", () => {
+    const deploy = read("docs/deploy.md").replace("`relayFunction`, ", "");
+    expect(exposedDrift(deploy)).toEqual([
+      `docs/deploy.md's "Exposed:" paragraph lacks OutboxRelay's relayFunction`,
+    ]);
+  }, 120_000);
+});
+
 // Keeps the reader's file list honest: the declarations read here are the ones the package ships.
 it("reads the declarations the package's exports name", () => {
   for (const entry of ENTRY_POINTS)
