@@ -23,6 +23,10 @@ const ENTRY_POINTS = Object.entries(pkg.exports).flatMap(([subpath, target]) => 
     : [{ specifier: `${pkg.name}${subpath.slice(1)}`, file: join(REPOSITORY, types) }];
 });
 
+/**
+ * One program over the entry points' declarations, paid once per file (aws-cdk-lib's declarations take most of
+ * it: ~15 s here, minutes on a loaded machine, hence the tests' 5-minute timeouts).
+ */
 let compiled: { program: ts.Program; checker: ts.TypeChecker } | undefined;
 function declarations() {
   if (compiled !== undefined) return compiled;
@@ -250,11 +254,11 @@ function undocumentedNestedTypes(markdown: string): string[] {
 describe("docs/api.md against the built declarations", () => {
   it("lists every property of every interface and class it documents, with its ?, and none that is gone", () => {
     expect(apiDrift(read("docs/api.md"))).toEqual([]);
-  }, 120_000);
+  }, 300_000);
 
   it("documents every named type a property of the construct's documented types uses", () => {
     expect(undocumentedNestedTypes(read("docs/api.md"))).toEqual([]);
-  }, 120_000);
+  }, 300_000);
 
   it("the comparison sees a property left out, a stale one and a lost ?", () => {
     const api = read("docs/api.md");
@@ -272,7 +276,7 @@ describe("docs/api.md against the built declarations", () => {
       ]),
     );
     expect(problems).toHaveLength(4);
-  }, 120_000);
+  }, 300_000);
 });
 
 /** The construct's props as paths: into the interfaces of ours a prop is exactly (`relay.batchSize`), else the prop. */
@@ -330,7 +334,7 @@ describe("docs/deploy.md's props table against OutboxRelayProps", () => {
   it("has a row for every prop, nested ones included, and none for a prop that is gone", () => {
     expect(propPaths()).toEqual(expect.arrayContaining(["database.vpc", "relay.batchSize", "alarms.topic"]));
     expect(deployDrift(table.rows)).toEqual([]);
-  }, 120_000);
+  }, 300_000);
 
   it("the comparison sees a missing row and a stale one", () => {
     const rows = table.rows.filter(([cell = ""]) => !cell.includes("`purge.batchSize`"));
@@ -338,7 +342,32 @@ describe("docs/deploy.md's props table against OutboxRelayProps", () => {
       "docs/deploy.md's props table lacks purge.batchSize",
       "docs/deploy.md's props table documents relay.turbo, which OutboxRelayProps does not have",
     ]);
-  }, 120_000);
+  }, 300_000);
+});
+
+/** The members deploy.md's "Exposed:" paragraph names (`queue`, `metric(name, ...)`: the identifier each span starts with). */
+function exposedDrift(deploy: string): string[] {
+  const paragraph = /^Exposed: [\s\S]*?(?=\n\n)/m.exec(deploy)?.[0] ?? "";
+  const named = new Set(codeSpans(paragraph).map((span) => /^[A-Za-z_$][\w$]*/.exec(span)?.[0] ?? ""));
+  const symbol = exported(CDK, "OutboxRelay");
+  if (symbol === undefined) return ["aws-outbox-relay/cdk exports no OutboxRelay"];
+  return membersOf(symbol, false)
+    .map((member) => member.name)
+    .filter((name) => !named.has(name))
+    .map((name) => `docs/deploy.md's "Exposed:" paragraph lacks OutboxRelay's ${name}`);
+}
+
+describe("docs/deploy.md's list of what OutboxRelay exposes", () => {
+  it("names every public member of the construct", () => {
+    expect(exposedDrift(read("docs/deploy.md"))).toEqual([]);
+  }, 300_000);
+
+  it("the comparison sees a member left out", () => {
+    const deploy = read("docs/deploy.md").replace("`relayFunction`, ", "");
+    expect(exposedDrift(deploy)).toEqual([
+      `docs/deploy.md's "Exposed:" paragraph lacks OutboxRelay's relayFunction`,
+    ]);
+  }, 300_000);
 });
 
 // Keeps the reader's file list honest: the declarations read here are the ones the package ships.
