@@ -11,7 +11,6 @@ export {
   OutboxRelay,
   type OutboxRelayProps,
   type OutboxRelayTuning,
-  type OutboxRoute,
 } from "./outboxRelay.ts";
 export type { LargePayloadsProps } from "./payloadBucket.ts";
 export type { OutboxRoute } from "./routes.ts";
