@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../functions/shared/outbox/errors.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 
 const db = useTestDatabase();
@@ -14,9 +15,9 @@ describe("the write API's payload limit (claim check)", () => {
 
     // The table's limit (migration 0012) is 1 MiB until its owner raises it: the trigger names where it lives.
     await expect(enqueueCommitted(db.pool, event, { maxPayloadBytes: 64 * MIB })).rejects.toThrow(
-      /outbox payload: its JSON text is \d+ bytes, over 1572864 \(the text of max_payload_bytes 1048576 in "public"."outbox_limits"\)/,
+      /outbox payload: its JSON text is \d+ bytes, over 1572864 \(the text of max_payload_bytes 1048576 in "outbox_private:public\.outbox_events"\."outbox_limits"\)/,
     );
-    await db.pool.query("update outbox_limits set max_payload_bytes = 67108864");
+    await db.pool.query(`update ${PRIVATE}.outbox_limits set max_payload_bytes = 67108864`);
     const { id } = await enqueueCommitted(db.pool, event, { maxPayloadBytes: 64 * MIB });
 
     const { rows } = await db.pool.query(
