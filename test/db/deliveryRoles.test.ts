@@ -6,7 +6,7 @@ import { checkOrderKey } from "../../functions/shared/relay/orderKey.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { PRIVATE } from "../support/privateSchema.ts";
-import { asRole, outboxRoles } from "../support/roles.ts";
+import { asRole, outboxRoles, uniqueRoleName } from "../support/roles.ts";
 
 /** Issue 39, findings 8 and 10: the relay's and the purge's roles cannot stop or rewrite delivery (0016). */
 const db = useTestDatabase();
@@ -127,5 +127,56 @@ describe("the relay's role cannot delete history (finding 10)", () => {
       await tryAs(roles.relay, "update outbox_events set dead_lettered_at = now() where id = $1", [dead.id]),
     ];
     expect(answers).toEqual(["done: 1", "done: 1", "done: 1"]);
+  });
+});
+
+describe("what held in issue 39's round, kept as tests", () => {
+  it("a producer with the documented grants cannot touch limits, marks, the counter, or published and dead state", async () => {
+    const producer = uniqueRoleName("producer");
+    await db.pool.query(`create role ${producer} nologin`);
+    await db.pool.query(`grant insert, select (id, seq) on public.outbox_events to ${producer}`);
+    try {
+      const pending = await event();
+      const answers = [
+        await tryAs(producer, `update ${PRIVATE}.outbox_limits set max_payload_bytes = 67108864`),
+        await tryAs(producer, `insert into ${PRIVATE}.outbox_group_high_water values ('x', 1)`),
+        await tryAs(
+          producer,
+          `update ${PRIVATE}.outbox_deleted_on_publish set highest_seq = 9223372036854775807`,
+        ),
+        await tryAs(producer, "update outbox_events set processed_at = now() where id = $1", [pending.id]),
+        await tryAs(producer, "delete from outbox_events where id = $1", [pending.id]),
+        await tryAs(producer, `create table ${PRIVATE}.planted (v int)`),
+      ];
+      expect(answers).toEqual(Array(6).fill(expect.stringMatching(/permission denied/)));
+      expect(await exists(pending.id)).toBe(true);
+    } finally {
+      await db.pool.query(`drop owned by ${producer}`);
+      await db.pool.query(`drop role ${producer}`);
+    }
+  });
+
+  it("the relay's role cannot lower a mark either", async () => {
+    const published = await event({ published: true });
+    const { rows } = await db.pool.query("select aggregate_id from outbox_events where id = $1", [
+      published.id,
+    ]);
+    const group = rows[0].aggregate_id as string;
+    await db.pool.query(
+      `insert into ${PRIVATE}.outbox_group_high_water (aggregate_id, purged_published_seq) values ($1, $2)`,
+      [group, published.seq],
+    );
+
+    await tryAs(
+      roles.relay,
+      `update ${PRIVATE}.outbox_group_high_water set purged_published_seq = 0 where aggregate_id = $1`,
+      [group],
+    );
+
+    const { rows: mark } = await db.pool.query(
+      `select purged_published_seq::text as seq from ${PRIVATE}.outbox_group_high_water where aggregate_id = $1`,
+      [group],
+    );
+    expect(mark).toEqual([{ seq: published.seq }]);
   });
 });
