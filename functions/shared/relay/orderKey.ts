@@ -20,7 +20,8 @@ interface OrderKeyState {
 }
 
 /**
- * Refuses to relay when the order key cannot be trusted (migration 0010, {{related:order_key_state}}):
+ * Refuses to relay when the order key cannot be trusted (migrations 0010 and 0016, {{related:order_key_state}},
+ * in the outbox's private schema so no role that owns the outbox's schema can stand in for it):
  * - the sequence's next value is not above the greatest seq ever used: any row of the table (pending, published,
  *   dead) or a purged one (the purge's per-group high-water marks). A restore into a fresh sequence, a backlog
  *   moved between databases, a setval or restart lower, a Blue/Green switchover whose green sequence lagged:
