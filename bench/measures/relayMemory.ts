@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { outboxNames } from "../../functions/shared/outbox/names.ts";
 import { resetOutbox } from "../lib/benchDatabase.ts";
 import { drainInWorker } from "../lib/relayWorker.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
@@ -32,7 +33,7 @@ export async function measureRelayMemory(
 ): Promise<RelayMemoryRun> {
   await resetOutbox(pool);
   // Payloads over 1 MiB need the table's limit raised (migration 0012), as an install using the claim check does.
-  await pool.query("update outbox_limits set max_payload_bytes = $1", [
+  await pool.query(`update ${outboxNames().related("limits")} set max_payload_bytes = $1`, [
     Math.max(1_048_576, shape.payloadBytes + 64),
   ]);
   // One event per aggregate, so every claim finds a full batch of heads. md5 text does not compress much,

@@ -7,4 +7,4 @@ grant select (id, seq) on public.outbox_events to orders_service;
 -- enqueue() of events for several aggregates locks them in one order through these functions (migrations 0005, 0006: one lock per message group).
 -- Postgres grants EXECUTE to PUBLIC by default; these lines matter where that default was revoked.
 grant execute on function public.outbox_lock_aggregates(text[], text[]) to orders_service;
-grant execute on function public.outbox_group_lock_key(text) to orders_service;
+grant execute on function "outbox_private:public.outbox_events".outbox_group_lock_key(text) to orders_service;

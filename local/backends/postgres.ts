@@ -46,7 +46,13 @@ const FAST_UNSAFE_FLAGS = ["-c", "fsync=off", "-c", "synchronous_commit=off", "-
  */
 export async function startPostgres(
   envUrl?: string,
-  options: { log?: (line: string) => void; backend?: LocalBackend; version?: PostgresVersion } = {},
+  options: {
+    log?: (line: string) => void;
+    backend?: LocalBackend;
+    version?: PostgresVersion;
+    /** Embedded servers only: more `-c name=value` settings (e.g. wal_level=logical for a publisher). */
+    serverSettings?: string[];
+  } = {},
 ): Promise<LocalPostgres> {
   if (envUrl !== undefined && envUrl !== "") {
     return { url: envUrl, source: "env", stop: async () => {} };
@@ -56,7 +62,7 @@ export async function startPostgres(
   const server =
     backend === "docker"
       ? await startPostgresContainer(version)
-      : await startEmbeddedPostgres(version, options.log);
+      : await startEmbeddedPostgres(version, options.log, options.serverSettings);
   const reported = await serverVersion(server.url).catch(async (error: unknown) => {
     await server.stop();
     throw error;
@@ -115,6 +121,7 @@ async function startPostgresContainer(version: PostgresVersion): Promise<Omit<Lo
 async function startEmbeddedPostgres(
   version: PostgresVersion,
   log?: (line: string) => void,
+  settings: string[] = [],
 ): Promise<Omit<LocalPostgres, "version">> {
   const exitListeners = new Set([...process.listeners("beforeExit"), ...process.listeners("exit")]);
   const packageName = EMBEDDED_PACKAGES[version];
@@ -165,7 +172,14 @@ async function startEmbeddedPostgres(
     persistent: false,
     createPostgresUser: process.getuid?.() === 0,
     initdbFlags: ["--encoding=UTF8", "--locale=C"],
-    postgresFlags: [...FAST_UNSAFE_FLAGS, "-c", "max_connections=300", "-c", "listen_addresses=127.0.0.1"],
+    postgresFlags: [
+      ...FAST_UNSAFE_FLAGS,
+      "-c",
+      "max_connections=300",
+      "-c",
+      "listen_addresses=127.0.0.1",
+      ...settings.flatMap((setting) => ["-c", setting]),
+    ],
     onLog: (line) => log?.(String(line)),
     onError: (line) => log?.(String(line)),
   });

@@ -3,6 +3,7 @@ import { withTransaction } from "../../functions/shared/db/session.ts";
 import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { asRole, uniqueRoleName } from "../support/roles.ts";
 
 const db = useTestDatabase();
@@ -44,7 +45,7 @@ const attack = () =>
   asRole(db.pool, attacker, async (client) => {
     await client.query(
       `create trigger bait_order before insert on "${schema}".bait
-       for each row execute function public.outbox_commit_order()`,
+       for each row execute function ${PRIVATE}.outbox_commit_order()`,
     );
     await client.query(
       `insert into "${schema}".bait (aggregate_type, aggregate_id, payload, headers) values ('x', 'x', row('v'), '{}')`,
@@ -88,7 +89,7 @@ describe("the commit-order trigger function (SECURITY DEFINER)", () => {
   it("cannot be attached to another table: the escalation of issue 28 fails and gains nothing", async () => {
     const [victim] = await withTransaction(db.pool, (client) => enqueue(client, [anEvent()]));
 
-    await expect(attack()).rejects.toThrow(/permission denied for function public.outbox_commit_order/);
+    await expect(attack()).rejects.toThrow(/permission denied for function .*outbox_commit_order/);
 
     expect(await gains(victim?.id)).toEqual({
       secretRowsCopied: 0,
@@ -99,13 +100,13 @@ describe("the commit-order trigger function (SECURITY DEFINER)", () => {
 
   it("refuses to run for any table but its own, even where EXECUTE was granted by mistake", async () => {
     const [victim] = await withTransaction(db.pool, (client) => enqueue(client, [anEvent()]));
-    await db.pool.query(`grant execute on function public.outbox_commit_order() to ${attacker}`);
+    await db.pool.query(`grant execute on function ${PRIVATE}.outbox_commit_order() to ${attacker}`);
     try {
       await expect(attack()).rejects.toThrow(
-        /"public"\."outbox_commit_order"\(\) runs only as the trigger of "public"\."outbox_events", not of \w+\.bait/,
+        /"outbox_private:public\.outbox_events"\."outbox_commit_order"\(\) runs only as the trigger of "public"\."outbox_events", not of \w+\.bait/,
       );
     } finally {
-      await db.pool.query(`revoke execute on function public.outbox_commit_order() from ${attacker}`);
+      await db.pool.query(`revoke execute on function ${PRIVATE}.outbox_commit_order() from ${attacker}`);
     }
 
     expect(await gains(victim?.id)).toEqual({
@@ -117,7 +118,7 @@ describe("the commit-order trigger function (SECURITY DEFINER)", () => {
 
   it("still runs for producers, who hold INSERT only: a trigger's EXECUTE is checked at CREATE TRIGGER", async () => {
     const { rows: execute } = await db.pool.query(
-      "select has_function_privilege($1, 'public.outbox_commit_order()', 'EXECUTE') as granted",
+      `select has_function_privilege($1, '${PRIVATE}.outbox_commit_order()', 'EXECUTE') as granted`,
       [producer],
     );
     expect(execute).toEqual([{ granted: false }]);
@@ -142,7 +143,7 @@ describe("code that runs with the migration owner's rights", () => {
               exists (select from aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) as a
                       where a.grantee = 0) as public_execute
        from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-       where n.nspname = 'public' and p.prosecdef
+       where n.nspname in ('public', 'outbox_private:public.outbox_events') and p.prosecdef
        order by 1`,
     );
     expect(rows).toEqual([{ name: "outbox_commit_order", public_execute: false }]);
@@ -150,7 +151,9 @@ describe("code that runs with the migration owner's rights", () => {
 
   it("does not read the order key's state for a role that may read neither the outbox nor its sequence", async () => {
     await expect(
-      asRole(db.pool, attacker, (client) => client.query("select * from public.outbox_order_key_state()")),
+      asRole(db.pool, attacker, (client) =>
+        client.query(`select * from ${PRIVATE}.outbox_order_key_state()`),
+      ),
     ).rejects.toThrow(/permission denied for (function|sequence|table)/);
   });
 });

@@ -19,6 +19,7 @@ import type { Logger } from "../../functions/shared/util/logger.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 import { drain as drainPool, testRelayOptions } from "../support/relay.ts";
 import { quoteRole, uniqueRoleName } from "../support/roles.ts";
@@ -162,7 +163,7 @@ describe("the migrations custom resource creates the relay's and the purge's log
       [[relayUser, purgeUser]],
     );
     const { rows: recorded } = await db.pool.query<{ job: string; role_name: string }>(
-      "select job, role_name from outbox_roles order by job",
+      `select job, role_name from ${PRIVATE}.outbox_roles order by job`,
     );
     const roleOf = (job: string) => recorded.find((row) => row.job === job)?.role_name;
     expect(rows).toEqual([

@@ -45,28 +45,28 @@ describe("migrate", () => {
 
     await migrate(pool, { schema: "Billing Events", table: "Out-box$events" });
 
+    const privateSchema = "outbox_private:Billing Events.Out-box$events";
     const { rows } = await pool.query(
-      "select table_schema, table_name, table_type from information_schema.tables where table_schema = $1 order by 2",
-      ["Billing Events"],
+      `select table_schema, table_name, table_type from information_schema.tables
+       where table_schema = any($1::text[]) order by 2`,
+      [["Billing Events", privateSchema]],
     );
+    const table = (schema: string, name: string, type = "BASE TABLE") => ({
+      table_schema: schema,
+      table_name: name,
+      table_type: type,
+    });
     expect(rows).toEqual(
       [
-        { table_schema: "Billing Events", table_name: "Out-box$events", table_type: "BASE TABLE" },
-        { table_schema: "Billing Events", table_name: "Out-box$events_migrations", table_type: "BASE TABLE" },
-        { table_schema: "Billing Events", table_name: "Out-box$events_dead_letters", table_type: "VIEW" },
-        {
-          table_schema: "Billing Events",
-          table_name: "Out-box$events_group_high_water",
-          table_type: "BASE TABLE",
-        },
-        { table_schema: "Billing Events", table_name: "Out-box$events_roles", table_type: "BASE TABLE" },
-        // 0011's counter of what the delete retention mode published, 0012's payload limit.
-        {
-          table_schema: "Billing Events",
-          table_name: "Out-box$events_deleted_on_publish",
-          table_type: "BASE TABLE",
-        },
-        { table_schema: "Billing Events", table_name: "Out-box$events_limits", table_type: "BASE TABLE" },
+        table("Billing Events", "Out-box$events"),
+        table("Billing Events", "Out-box$events_migrations"),
+        table("Billing Events", "Out-box$events_dead_letters", "VIEW"),
+        // 0016 moved what definer code and the relay read into the outbox's private schema: 0006's marks,
+        // 0009's roles, 0011's counter of what the delete retention mode published, 0012's payload limit.
+        table(privateSchema, "Out-box$events_group_high_water"),
+        table(privateSchema, "Out-box$events_roles"),
+        table(privateSchema, "Out-box$events_deleted_on_publish"),
+        table(privateSchema, "Out-box$events_limits"),
       ].sort((a, b) => a.table_name.localeCompare(b.table_name)),
     );
     // Its roles' names (0009): `outbox_relay:<database>.Billing Events.Out-box$events` is over Postgres's 63
@@ -74,7 +74,7 @@ describe("migrate", () => {
     const { rows: roles } = await pool.query(
       `select job, role_name = 'outbox_' || job || ':' || md5(current_database() || '.Billing Events.Out-box$events')
               as hashed
-       from "Billing Events"."Out-box$events_roles" order by job`,
+       from "${privateSchema}"."Out-box$events_roles" order by job`,
     );
     expect(roles).toEqual([
       { job: "purge", hashed: true },

@@ -7,6 +7,7 @@ import { DEFAULT_PURGE_OPTIONS, runPurge } from "../../functions/shared/purge/pu
 import { noProgressError } from "../../functions/shared/relay/invocation.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { drain, testRelayOptions } from "../support/relay.ts";
 import { outboxRoles, quoteRole } from "../support/roles.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
@@ -68,9 +69,9 @@ describe("the outbox's relay and purge roles", () => {
     const { rows } = await db.pool.query(
       `select has_sequence_privilege($1, 'outbox_events_seq_seq', 'SELECT') as relay_reads_sequence,
               has_sequence_privilege($1, 'outbox_events_seq_seq', 'USAGE, UPDATE') as relay_draws_sequence,
-              has_table_privilege($2, 'outbox_group_high_water', 'SELECT, INSERT') as purge_marks,
-              has_table_privilege($2, 'outbox_group_high_water', 'UPDATE, DELETE') as purge_rewrites_marks,
-              has_column_privilege($2, 'outbox_group_high_water', 'purged_published_seq', 'UPDATE') as purge_raises,
+              has_table_privilege($2, '${PRIVATE}.outbox_group_high_water', 'SELECT, INSERT') as purge_marks,
+              has_table_privilege($2, '${PRIVATE}.outbox_group_high_water', 'UPDATE, DELETE') as purge_rewrites_marks,
+              has_column_privilege($2, '${PRIVATE}.outbox_group_high_water', 'purged_published_seq', 'UPDATE') as purge_raises,
               (select array_agg(rolcanlogin) from pg_roles where rolname in ($1, $2)) as can_login`,
       [roles.relay, roles.purge],
     );

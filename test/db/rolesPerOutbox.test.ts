@@ -9,6 +9,7 @@ import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { purgeStatements } from "../../functions/shared/purge/sql/purgePublished.ts";
 import { useEmptyDatabases, useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { asRole, outboxRoles, quoteRole, uniqueRoleName } from "../support/roles.ts";
 
 const db = useTestDatabase();
@@ -89,7 +90,9 @@ describe("each outbox has its own relay and purge roles", () => {
     ).rejects.toThrow(/permission denied/);
     await expect(
       asRole(db.pool, orders.purge, (client) =>
-        client.query("update billing.outbox_group_high_water set purged_published_seq = 0"),
+        client.query(
+          `update ${quoteRole(outboxNames({ schema: "billing" }).privateSchema)}.outbox_group_high_water set purged_published_seq = 0`,
+        ),
       ),
     ).rejects.toThrow(/permission denied/);
 
@@ -102,7 +105,8 @@ describe("each outbox has its own relay and purge roles", () => {
               has_table_privilege(r.oid, t.oid, 'SELECT, INSERT, UPDATE, DELETE') as privileged
        from pg_roles r, pg_class t join pg_namespace n on n.oid = t.relnamespace
        where r.rolname in ('outbox_relay', 'outbox_purge')
-         and t.relname in ('outbox_events', 'outbox_group_high_water') and n.nspname in ('public', 'billing')
+         and t.relname in ('outbox_events', 'outbox_group_high_water')
+         and n.nspname in ('public', 'billing', 'outbox_private:public.outbox_events', 'outbox_private:billing.outbox_events')
          and has_table_privilege(r.oid, t.oid, 'SELECT, INSERT, UPDATE, DELETE')`,
     );
     expect(rows).toEqual([]);
@@ -151,45 +155,48 @@ describe("the purge's role", () => {
 
   it("cannot lower a group's high-water mark, move it to another group or delete it", async () => {
     const group = uniqueRoleName("group");
+    const events = await withTransaction(db.pool, (client) =>
+      enqueue(client, [anEvent({ aggregateId: group }), anEvent({ aggregateId: group })]),
+    );
+    const [first, second] = events.map((event) => String(event.seq));
     await db.pool.query(
-      "insert into outbox_group_high_water (aggregate_id, purged_published_seq) values ($1, 100)",
-      [group],
+      `insert into ${PRIVATE}.outbox_group_high_water (aggregate_id, purged_published_seq) values ($1, $2)`,
+      [group, first],
     );
     const mark = async () =>
       (
         await db.pool.query(
-          "select purged_published_seq from outbox_group_high_water where aggregate_id = $1",
+          `select purged_published_seq from ${PRIVATE}.outbox_group_high_water where aggregate_id = $1`,
           [group],
         )
       ).rows[0]?.purged_published_seq;
 
-    await asRole(db.pool, orders.purge, async (client) => {
-      await client.query(
-        "update outbox_group_high_water set purged_published_seq = 0 where aggregate_id = $1",
-        [group],
-      );
-      await client.query(
-        `insert into outbox_group_high_water as h (aggregate_id, purged_published_seq) values ($1, 5)
-         on conflict (aggregate_id) do update set purged_published_seq = excluded.purged_published_seq`,
-        [group],
-      );
-    });
-    expect(await mark()).toBe("100");
+    // Each lowering is refused (0016: no row of the group has that seq) or kept at the greater mark (0009).
+    for (const statement of [
+      `update ${PRIVATE}.outbox_group_high_water set purged_published_seq = 0 where aggregate_id = $1`,
+      `insert into ${PRIVATE}.outbox_group_high_water as h (aggregate_id, purged_published_seq) values ($1, 1)
+       on conflict (aggregate_id) do update set purged_published_seq = excluded.purged_published_seq`,
+    ]) {
+      await asRole(db.pool, orders.purge, (client) => client.query(statement, [group])).catch(() => {});
+    }
+    expect(await mark()).toBe(first);
 
     for (const statement of [
-      "update outbox_group_high_water set aggregate_id = 'elsewhere' where aggregate_id = $1",
-      "delete from outbox_group_high_water where aggregate_id = $1",
+      `update ${PRIVATE}.outbox_group_high_water set aggregate_id = 'elsewhere' where aggregate_id = $1`,
+      `delete from ${PRIVATE}.outbox_group_high_water where aggregate_id = $1`,
     ]) {
       await expect(
         asRole(db.pool, orders.purge, (client) => client.query(statement, [group])),
       ).rejects.toThrow(/permission denied for table outbox_group_high_water/);
     }
+    // Raising it to the seq of a later row of the group, as the purge's own statement does, works.
     await asRole(db.pool, orders.purge, (client) =>
-      client.query("update outbox_group_high_water set purged_published_seq = 250 where aggregate_id = $1", [
-        group,
-      ]),
+      client.query(
+        `update ${PRIVATE}.outbox_group_high_water set purged_published_seq = $2 where aggregate_id = $1`,
+        [group, second],
+      ),
     );
-    expect(await mark()).toBe("250");
+    expect(await mark()).toBe(second);
   });
 });
 
@@ -224,6 +231,7 @@ describe("upgrading from 0008 in place", () => {
       "0013_trace_context.sql",
       "0014_pending_dead_index.sql",
       "0015_destination_limits.sql",
+      "0016_private_schema.sql",
     ]);
     const roles = await outboxRoles(pool);
     const { rows } = await pool.query(
@@ -241,7 +249,7 @@ describe("upgrading from 0008 in place", () => {
     );
     expect(read.rows).toEqual([{ id: pending[0]?.id }]);
     const state = await asRole(pool, relayLogin, (client) =>
-      client.query("select * from outbox_order_key_state()"),
+      client.query(`select * from ${PRIVATE}.outbox_order_key_state()`),
     );
     expect(state.rows).toHaveLength(1);
   });

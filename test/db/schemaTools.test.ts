@@ -93,7 +93,7 @@ describe("drizzle-kit push beside the outbox", () => {
           "outbox.outbox_events",
           "outbox.outbox_events_seq_seq",
           "outbox.outbox_migrations",
-          "outbox.outbox_roles",
+          "outbox_private:outbox.outbox_events.outbox_roles",
           "outbox.inbox",
           "outbox.inbox_migrations",
         ]),

@@ -21,6 +21,7 @@ import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { lambdaContext, relayLambdaEnv } from "../support/lambda.ts";
 import { publishedRow } from "../support/outboxRows.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 import { createFifoQueue, sqsClient } from "../support/sqs.ts";
 
@@ -46,7 +47,7 @@ beforeAll(async () => {
   bundle = pathToFileURL(join(workDir, "index.mjs")).href;
   await s3.send(new CreateBucketCommand({ Bucket: bucket }));
   queueUrl = await createFifoQueue(sqs, "claim-check");
-  await db.pool.query("update outbox_limits set max_payload_bytes = 67108864");
+  await db.pool.query(`update ${PRIVATE}.outbox_limits set max_payload_bytes = 67108864`);
   await createConsumerTables(db.pool);
   // The consumer's S3 client reads the endpoint, region and credentials from the environment, as in Lambda.
   Object.assign(process.env, {

@@ -19,6 +19,7 @@ import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { type FakeSqs, startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { relayLambdaEnv } from "../support/lambda.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 
 const db = useTestDatabase();
 
@@ -698,7 +699,9 @@ describe("Lambda handlers write EMF with the figures the database holds", () => 
          union all
          select 'order', 'bad id', 'order.broken', '{}'::jsonb, now() - interval '42 seconds'`,
       );
-      const { rows: counted } = await db.pool.query("select events from outbox_deleted_on_publish");
+      const { rows: counted } = await db.pool.query(
+        `select events from ${PRIVATE}.outbox_deleted_on_publish`,
+      );
       vi.resetModules();
       vi.stubEnv("OUTBOX_RETENTION", retention);
       const { handler } = await import("../../functions/relay/handler.ts");
@@ -716,7 +719,9 @@ describe("Lambda handlers write EMF with the figures the database holds", () => 
         `select (extract(epoch from processed_at - created_at) * 1000)::float8 as lag_ms
          from outbox_events where processed_at is not null order by lag_ms`,
       );
-      const { rows: deleted } = await db.pool.query("select events from outbox_deleted_on_publish");
+      const { rows: deleted } = await db.pool.query(
+        `select events from ${PRIVATE}.outbox_deleted_on_publish`,
+      );
       const published = lagRows.length + Number(deleted[0].events) - Number(counted[0].events);
       const { rows: deadRows } = await db.pool.query(
         "select event_type from outbox_events where dead_lettered_at is not null",
@@ -820,7 +825,7 @@ describe("purge handler: the snapshot and the purge cannot stop each other", () 
     // marks the published rows leave behind, migration 0006), not to read the snapshot's columns.
     const handler = await purgeHandlerAs(
       "grant select (ctid, processed_at, dead_lettered_at, aggregate_id, seq), update (processed_at), delete " +
-        "on outbox_events to $role; grant select, insert, update on outbox_group_high_water to $role",
+        `on outbox_events to $role; grant select, insert, update on ${PRIVATE}.outbox_group_high_water to $role`,
     );
 
     const invocation = handler(scheduledEvent, lambdaContext("outbox-purge", 5_000));

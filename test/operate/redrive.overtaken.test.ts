@@ -6,6 +6,7 @@ import { DEFAULT_PURGE_OPTIONS, runPurge } from "../../functions/shared/purge/pu
 import { recordOutcomes } from "../../functions/shared/relay/sql/recordOutcomes.ts";
 import { waitFor } from "../chaos/support/waitFor.ts";
 import { useTestDatabase } from "../support/db.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { openSession } from "../support/sessions.ts";
 
 /**
@@ -88,9 +89,10 @@ describe.each(["keep", "delete"] as const)("redrive knows what it overtakes, ret
     await withTransaction(db.pool, (client) =>
       recordOutcomes(client, names, [{ id: event.id, published: true }], retention),
     );
-    const { rows } = await db.pool.query("select 1 from outbox_group_high_water where aggregate_id = $1", [
-      group,
-    ]);
+    const { rows } = await db.pool.query(
+      `select 1 from ${PRIVATE}.outbox_group_high_water where aggregate_id = $1`,
+      [group],
+    );
     expect(rows).toEqual([]);
   });
 

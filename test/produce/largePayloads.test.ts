@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../functions/shared/outbox/errors.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 
 const db = useTestDatabase();
@@ -17,7 +18,7 @@ describe("the write API's payload limit (claim check)", () => {
       /message would be \d+ bytes .*over the limit of 1048576/,
     );
     // What the construct's largePayloads (or `outbox migrate --claim-check`) writes.
-    await db.pool.query("update outbox_limits set claim_check = true, max_payload_bytes = 67108864");
+    await db.pool.query(`update ${PRIVATE}.outbox_limits set claim_check = true, max_payload_bytes = 67108864`);
     const { id } = await enqueueCommitted(db.pool, event);
 
     const { rows } = await db.pool.query(

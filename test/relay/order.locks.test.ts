@@ -5,6 +5,7 @@ import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { waitFor } from "../chaos/support/waitFor.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { openSession, type Session, waitsOnLock } from "../support/sessions.ts";
 
 const db = useTestDatabase();
@@ -22,7 +23,7 @@ const waiting = (pid: number) => waitsOnLock(db.pool, pid);
 async function twoAggregatesByLockKey(): Promise<{ low: string; high: string }> {
   const [a, b] = [`order-${randomBytes(3).toString("hex")}`, `order-${randomBytes(3).toString("hex")}`];
   const { rows } = await db.pool.query<{ a_first: boolean }>(
-    "select outbox_group_lock_key($1) < outbox_group_lock_key($2) as a_first",
+    `select ${PRIVATE}.outbox_group_lock_key($1) < ${PRIVATE}.outbox_group_lock_key($2) as a_first`,
     [a, b],
   );
   return rows[0]?.a_first ? { low: a, high: b } : { low: b, high: a };
@@ -49,7 +50,7 @@ describe("locks taken by the commit-order trigger", () => {
     const blocker = await session();
     const [a, b] = [await session(), await session()];
     await blocker.client.query("begin");
-    await blocker.client.query("select pg_advisory_xact_lock(outbox_group_lock_key($1))", [low]);
+    await blocker.client.query(`select pg_advisory_xact_lock(${PRIVATE}.outbox_group_lock_key($1))`, [low]);
 
     await a.client.query("begin");
     const callA = enqueue(a.client, [

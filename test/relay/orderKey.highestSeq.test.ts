@@ -4,6 +4,7 @@ import { relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { relayLambdaEnv } from "../support/lambda.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 import { queueDestination } from "../support/relay.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
@@ -25,8 +26,8 @@ beforeAll(async () => {
 });
 beforeEach(async () => {
   await db.pool.query("delete from outbox_events");
-  await db.pool.query("delete from outbox_group_high_water");
-  await db.pool.query("update outbox_deleted_on_publish set events = 0, highest_seq = null");
+  await db.pool.query(`delete from ${PRIVATE}.outbox_group_high_water`);
+  await db.pool.query(`update ${PRIVATE}.outbox_deleted_on_publish set events = 0, highest_seq = null`);
   await db.pool.query(`alter sequence ${SEQUENCE} restart with 1`);
   aws.fake.clearDeliveries();
 });
@@ -111,7 +112,7 @@ describe("the order-key check sees every seq", () => {
 
   it("refuses when every published row was purged but the group's high-water mark is above the sequence", async () => {
     await db.pool.query(
-      "insert into outbox_group_high_water (aggregate_id, purged_published_seq) values ('order-1', 1002)",
+      `insert into ${PRIVATE}.outbox_group_high_water (aggregate_id, purged_published_seq) values ('order-1', 1002)`,
     );
     await enqueueCommitted(db.pool, anEvent({ aggregateId: "order-1" }));
 

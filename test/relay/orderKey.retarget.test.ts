@@ -7,6 +7,7 @@ import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { relayLambdaEnv } from "../support/lambda.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 import { queueDestination } from "../support/relay.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
@@ -57,7 +58,7 @@ describe("the order-key check follows the pool to a new target", () => {
   it("a secret moved mid-run to a database whose sequence ran backwards stops the relay before it relays there", async () => {
     // B: seq 1002 was published and purged (the high-water mark keeps it); its sequence is far below.
     await b.pool.query(
-      "insert into outbox_group_high_water (aggregate_id, purged_published_seq) values ('order-b', 1002)",
+      `insert into ${PRIVATE}.outbox_group_high_water (aggregate_id, purged_published_seq) values ('order-b', 1002)`,
     );
     const onB = await enqueueCommitted(b.pool, anEvent({ aggregateId: "order-b" }));
     const onA = await enqueueCommitted(a.pool, anEvent({ aggregateId: "order-a" }));

@@ -77,19 +77,54 @@ describe("the order key never runs backwards unnoticed", () => {
     expect(await pending()).toBe(1);
   });
 
-  it("inserts under session_replication_role = replica still get their seq and group lock from the trigger", async () => {
+  it("a CYCLE sequence is refused: past its maximum a group's next event would take the smallest seq", async () => {
+    await db.pool.query(`alter sequence ${SEQUENCE} cycle`);
+    try {
+      await enqueueCommitted(db.pool, anEvent());
+      const waiting = await pending();
+
+      const invocation = (await handler())(scheduledEvent, lambdaContext(2_500));
+
+      await expect(invocation).rejects.toMatchObject({ name: "OrderKeyError" });
+      await expect(invocation).rejects.toThrow(/has CYCLE.*alter sequence \S*outbox_events_seq_seq no cycle/);
+      expect(await pending()).toBe(waiting);
+    } finally {
+      await db.pool.query(`alter sequence ${SEQUENCE} no cycle`);
+    }
+  });
+
+  it("a sequence at its maximum is refused, naming it, where last_value + 1 was taken for the next seq", async () => {
+    const { rows } = await db.pool.query(`select last_value::text from ${SEQUENCE}`);
+    await db.pool.query(`alter sequence ${SEQUENCE} maxvalue ${rows[0].last_value}`);
+    try {
+      const invocation = (await handler())(scheduledEvent, lambdaContext(2_500));
+
+      await expect(invocation).rejects.toThrow(
+        new RegExp(`at its maximum ${rows[0].last_value}.*maxvalue 9223372036854775807`),
+      );
+    } finally {
+      await db.pool.query(`alter sequence ${SEQUENCE} no maxvalue`);
+    }
+  });
+
+  it("inserts under session_replication_role = replica keep their seq and raise the sequence past it (0016)", async () => {
+    const { rows: before } = await db.pool.query(`select last_value::text from ${SEQUENCE}`);
+    const origin = BigInt(before[0].last_value) + 1000n;
     const client = await db.pool.connect();
     try {
       await client.query("set session_replication_role = replica");
       const { rows } = await client.query(
         `insert into outbox_events (seq, aggregate_type, aggregate_id, event_type, payload)
-         overriding system value values (1, 'order', 'replicated-1', 'e', '{}') returning seq, text_bytes_bound`,
+         overriding system value values ($1, 'order', 'replicated-1', 'e', '{}') returning seq, text_bytes_bound`,
+        [origin],
       );
-      expect(BigInt(rows[0].seq)).toBeGreaterThan(1n);
+      expect(BigInt(rows[0].seq)).toBe(origin);
       expect(rows[0].text_bytes_bound).not.toBeNull();
     } finally {
       await client.query("reset session_replication_role");
       client.release();
     }
+    const [later] = await enqueueCommitted(db.pool, [anEvent()]);
+    expect(later?.seq).toBeGreaterThan(origin);
   });
 });

@@ -2,6 +2,7 @@ import type pg from "pg";
 import { expect } from "vitest";
 import type { Queryable } from "../../functions/shared/db/session.ts";
 import type { OutboxEvent } from "../../functions/shared/produce/enqueue.ts";
+import { PRIVATE } from "./privateSchema.ts";
 import { enqueueCommitted } from "./produce.ts";
 import { TEST_RETENTION } from "./relay.ts";
 
@@ -17,7 +18,7 @@ export async function writeEvents(db: pg.Pool, events: OutboxEvent<unknown>[]) {
  */
 export async function clearOutbox(db: Queryable) {
   await db.query("delete from outbox_events");
-  await db.query("update outbox_deleted_on_publish set events = 0");
+  await db.query(`update ${PRIVATE}.outbox_deleted_on_publish set events = 0`);
 }
 
 /**
@@ -27,7 +28,7 @@ export async function clearOutbox(db: Queryable) {
 export async function rowStates(db: Queryable) {
   const { rows } = await db.query(
     `select (count(*) filter (where processed_at is not null)
-             + (select events from outbox_deleted_on_publish))::int as published,
+             + (select events from ${PRIVATE}.outbox_deleted_on_publish))::int as published,
             count(*) filter (where processed_at is null and dead_lettered_at is null)::int as pending,
             count(*) filter (where dead_lettered_at is not null)::int as dead
      from outbox_events`,
@@ -53,7 +54,7 @@ export function publishedRow(fields: Record<string, unknown> = {}) {
 export async function highestPublishedSeq(db: Queryable): Promise<string | null> {
   const { rows } = await db.query(
     `select greatest(max(seq) filter (where processed_at is not null),
-                     (select highest_seq from outbox_deleted_on_publish))::text as seq
+                     (select highest_seq from ${PRIVATE}.outbox_deleted_on_publish))::text as seq
      from outbox_events`,
   );
   return rows[0].seq;

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
+import { outboxNames } from "../../functions/shared/outbox/names.ts";
 
 /**
  * Runs `work` in one transaction as `role` (`set local role`), then commits, or rolls back if it throws. The test
@@ -39,7 +40,7 @@ export async function outboxRoles(
   prefix = "outbox",
 ): Promise<{ relay: string; purge: string }> {
   const { rows } = await db.query<{ job: "relay" | "purge"; role_name: string }>(
-    `select job, role_name from ${quoteRole(schema)}.${quoteRole(`${prefix}_roles`)}`,
+    `select job, role_name from ${outboxNames({ schema, table: `${prefix}_events` }).related("roles")}`,
   );
   const role = (job: string) => {
     const found = rows.find((row) => row.job === job)?.role_name;

@@ -64,6 +64,8 @@ export const MIGRATE_SETTINGS = {
 
 const FILE_NAME = /^\d{4}_[a-z0-9_]+\.sql$/;
 const FIRST_MIGRATION = "0001_outbox_events.sql";
+/** The migration that created the private schema; file names sort, so earlier files compare below it. */
+const PRIVATE_SCHEMA_MIGRATION = "0016";
 
 /**
  * Finds the package's migrations: OUTBOX_MIGRATIONS_DIR, else the nearest `migrations/` folder holding the first
@@ -86,11 +88,17 @@ export function defaultMigrationsDir(): string {
 }
 
 /** Replaces the placeholders documented at the top of each migration with quoted identifiers. */
-export function renderMigration(sql: string, names: OutboxNames): string {
+/**
+ * `{{related:x}}` names where x is when the file runs: migrations before 0016 (which moved PRIVATE_OBJECTS into
+ * the private schema, `{{private}}`) name the outbox's schema, as they did when they shipped.
+ */
+export function renderMigration(sql: string, names: OutboxNames, file = PRIVATE_SCHEMA_MIGRATION): string {
+  const related = file < PRIVATE_SCHEMA_MIGRATION ? names.relatedBefore0016 : names.related;
   return sql.replace(/\{\{(\w+)(?::(\w+))?\}\}/g, (match, kind: string, arg: string | undefined) => {
     if (kind === "schema" && arg === undefined) return quoteIdent(names.schema);
+    if (kind === "private" && arg === undefined) return quoteIdent(names.privateSchema);
     if (kind === "table" && arg === undefined) return names.qualified;
-    if (kind === "related" && arg !== undefined) return names.related(arg);
+    if (kind === "related" && arg !== undefined) return related(arg);
     if (kind === "name" && arg !== undefined) return quoteIdent(names.relatedName(arg));
     throw new MigrationError(`unknown placeholder ${match}`);
   });
@@ -144,7 +152,7 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
           ]);
           if (await isRecorded(client, names, migration)) return false;
           const rolesBefore = await roleState(client, names);
-          await run(client, migration.name, renderMigration(migration.sql, names));
+          await run(client, migration.name, renderMigration(migration.sql, names, migration.name));
           await refuseAdoptedRoles(client, names, migration.name, rolesBefore);
           await record(client, names, migration);
           return true;
@@ -392,7 +400,7 @@ async function applyWithoutTransaction(
     client = await pool.connect();
     client.on?.("error", ignore);
     if (await isRecorded(client, names, migration)) return false;
-    const statements = splitStatements(renderMigration(migration.sql, names));
+    const statements = splitStatements(renderMigration(migration.sql, names, migration.name));
     for (const statement of statements) {
       await dropInvalidIndexBuiltBy(client, names, migration.name, statement);
       await run(client, migration.name, statement);

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { type Env, optionalString } from "../util/env.ts";
 import { textSetting } from "../util/settings.ts";
 import { ConfigError } from "./errors.ts";
@@ -20,7 +21,37 @@ export interface OutboxNames {
   related(suffix: string): string;
   /** Unquoted name of a related object, for catalog lookups with bound parameters. */
   relatedName(suffix: string): string;
+  /**
+   * The outbox's private schema (migration 0016): created and owned by the migration owner, CREATE for nobody
+   * else, so no producer, relay, purge or consumer role can drop, replace or add an object there. It holds
+   * everything the SECURITY DEFINER trigger and the relay call or read (PRIVATE_OBJECTS); `related` names them
+   * there.
+   */
+  privateSchema: string;
+  /** Where `related(suffix)` was before migration 0016 moved it: the migrations before it create it there. */
+  relatedBefore0016(suffix: string): string;
 }
+
+/**
+ * What migration 0016 moved from the outbox's schema into its private schema: the definer trigger function and
+ * all it calls or reads (the text bound, the group lock key, the limits), the order-key check the relay calls
+ * and the marks it reads, the trace check and high-water trigger functions, and the roles table migrations
+ * read their grantees from. Whoever owns the outbox's schema can drop any object in it, whoever its owner
+ * (PostgreSQL docs, DROP: "the owner of the schema"), and create one under a dropped object's name: code that
+ * calls such a name with the migration owner's or the relay's rights would run that schema owner's code.
+ */
+export const PRIVATE_OBJECTS: ReadonlySet<string> = new Set([
+  "commit_order",
+  "text_bound",
+  "group_lock_key",
+  "limits",
+  "order_key_state",
+  "group_high_water",
+  "deleted_on_publish",
+  "high_water_only_rises",
+  "check_trace_context",
+  "roles",
+]);
 
 export const DEFAULT_SCHEMA = "public";
 export const DEFAULT_TABLE = "outbox_events";
@@ -82,11 +113,28 @@ export function outboxNames(location: OutboxLocation = {}): OutboxNames {
   // "outbox_events" -> prefix "outbox", so the default objects read outbox_dead_letters, outbox_migrations.
   const prefix = table.replace(/_events$/, "");
   const relatedName = (suffix: string) => `${prefix}_${suffix}`;
+  const privateSchema = privateSchemaName(schema, table);
+  const relatedBefore0016 = (suffix: string) => `${quoteIdent(schema)}.${quoteIdent(relatedName(suffix))}`;
   return {
     schema,
     table,
     qualified: `${quoteIdent(schema)}.${quoteIdent(table)}`,
     relatedName,
-    related: (suffix) => `${quoteIdent(schema)}.${quoteIdent(relatedName(suffix))}`,
+    privateSchema,
+    relatedBefore0016,
+    related: (suffix) =>
+      PRIVATE_OBJECTS.has(suffix)
+        ? `${quoteIdent(privateSchema)}.${quoteIdent(relatedName(suffix))}`
+        : relatedBefore0016(suffix),
   };
+}
+
+/**
+ * `outbox_private:<schema>.<table>`, one per outbox (two outboxes of a database may have different owners); past
+ * Postgres's 63-byte identifier limit an md5 of `<schema>.<table>` stands for it, as the roles' names do (0009).
+ */
+function privateSchemaName(schema: string, table: string): string {
+  const name = `outbox_private:${schema}.${table}`;
+  if (Buffer.byteLength(name) <= 63) return name;
+  return `outbox_private:${createHash("md5").update(`${schema}.${table}`).digest("hex")}`;
 }

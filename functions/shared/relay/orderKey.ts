@@ -7,16 +7,21 @@ export class OrderKeyError extends ConfigError {
   override name = "OrderKeyError";
 }
 
+const BIGINT_MAX = 9223372036854775807n;
+
 interface OrderKeyState {
   sequence_name: string;
   next_seq: string;
   sequence_increment: string;
   sequence_cache: string;
+  sequence_max: string;
+  sequence_cycle: boolean;
   highest_seq: string | null;
 }
 
 /**
- * Refuses to relay when the order key cannot be trusted (migration 0010, {{related:order_key_state}}):
+ * Refuses to relay when the order key cannot be trusted (migrations 0010 and 0016, {{related:order_key_state}},
+ * in the outbox's private schema so no role that owns the outbox's schema can stand in for it):
  * - the sequence's next value is not above the greatest seq ever used: any row of the table (pending, published,
  *   dead) or a purged one (the purge's per-group high-water marks). A restore into a fresh sequence, a backlog
  *   moved between databases, a setval or restart lower, a Blue/Green switchover whose green sequence lagged:
@@ -24,7 +29,9 @@ interface OrderKeyState {
  *   dropped by a consumer that skips "older" seqs. A forward restart (`restart with N`, is_called = false: the
  *   next value is N itself) passes;
  * - the sequence does not count up by one value per nextval in every session (INCREMENT < 1, CACHE > 1: two
- *   sessions draw from ranges of their own, so a group's later commit can take the smaller seq).
+ *   sessions draw from ranges of their own, so a group's later commit can take the smaller seq);
+ * - the sequence can wrap (CYCLE: after its maximum the next event takes its minimum, before every earlier
+ *   event of its group) or has nothing left (at its maximum, inserts fail: better said before they do).
  * Two index descents (max(seq), max high-water mark), asked before an invocation claims and again before the
  * first round on a new database target (OrderKeyGuard). The error names the fix (docs/operations.md, "The order
  * key").
@@ -41,6 +48,12 @@ export async function checkOrderKey(db: Queryable, names: OutboxNames): Promise<
         `own, so a later commit can take a smaller seq; run \`alter sequence ${sequence} cache 1\``,
     );
   }
+  if (state.sequence_cycle) {
+    throw new OrderKeyError(
+      `the order key's sequence ${sequence} has CYCLE: past its maximum it starts again at its minimum, and ` +
+        `a group's next event would take a smaller seq than its earlier ones; run \`alter sequence ${sequence} no cycle\``,
+    );
+  }
   const increment = BigInt(state.sequence_increment);
   if (increment < 1n) {
     throw new OrderKeyError(
@@ -48,9 +61,20 @@ export async function checkOrderKey(db: Queryable, names: OutboxNames): Promise<
         `seq than the one before; run \`alter sequence ${sequence} increment by 1\``,
     );
   }
+  const next = BigInt(state.next_seq);
+  const max = BigInt(state.sequence_max);
+  if (next > max) {
+    const fix =
+      max < BIGINT_MAX
+        ? `run \`alter sequence ${sequence} maxvalue ${BIGINT_MAX}\``
+        : "the bigint range is used up: the outbox needs a table of its own";
+    throw new OrderKeyError(
+      `the order key's sequence ${sequence} is at its maximum ${max}: the next insert fails (nextval) ` +
+        `and nothing is left to relay in order; ${fix}`,
+    );
+  }
   if (state.highest_seq === null) return;
   const highest = BigInt(state.highest_seq);
-  const next = BigInt(state.next_seq);
   if (next <= highest) {
     throw new OrderKeyError(
       `the order key ran backwards: sequence ${sequence} would hand out seq ${next} next, not above seq ` +

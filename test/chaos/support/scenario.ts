@@ -6,6 +6,7 @@ import { LOCAL_AWS } from "../../../local/backends/awsEndpoint.ts";
 import type { Delivery, FakeSqs } from "../../../local/fakes/fakeSqs.ts";
 import { eventsAsDeliveries } from "../../support/eventBridge.ts";
 import { checkLedger, type LedgerReport } from "../../support/ledger.ts";
+import { PRIVATE } from "../../support/privateSchema.ts";
 import { TEST_RETENTION } from "../../support/relay.ts";
 import { type ProducerLoad, Producers } from "./producers.ts";
 import { chaosLoad } from "./profile.ts";
@@ -223,7 +224,7 @@ async function createQueue(fake: FakeSqs, name: string): Promise<string> {
 async function tableState(pool: pg.Pool) {
   const { rows } = await pool.query<ChaosReport["table"]>(
     `select (count(*) filter (where processed_at is not null)
-             + (select events from outbox_deleted_on_publish))::integer as published,
+             + (select events from ${PRIVATE}.outbox_deleted_on_publish))::integer as published,
             count(*) filter (where processed_at is null and dead_lettered_at is null)::integer as pending,
             count(*) filter (where dead_lettered_at is not null)::integer as dead,
             count(*) filter (where attempts + transient_failures > 0)::integer as retried

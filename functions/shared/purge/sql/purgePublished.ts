@@ -45,7 +45,8 @@ export async function purgeCutoffs(
  * - No table lock beyond the ROW EXCLUSIVE every DELETE takes, which conflicts with no relay statement.
  * - Run as the outbox's purge role, row security (migration 0009) lets both the lock and the DELETE see published
  *   and dead-lettered rows only, so not even an edited statement could delete a pending row; and the high-water
- *   upsert below can only raise a mark (0009's trigger keeps the greater one whatever an UPDATE sets).
+ *   upsert below can only raise a mark (0009's trigger keeps the greater one whatever an UPDATE sets), and only to
+ *   the seq of a row of the group (0016's policy: the rows this statement deletes are still in its snapshot).
  * Why ctid rather than `where id in (select id ...)`: the id form probes the uuid primary key once per row,
  * and random uuids spread 5,000 old rows over ~5,000 different, mostly cold, index pages; the ctid form is a
  * TID scan straight to the heap pages the delete must touch anyway. Measured on 1M published rows (Postgres
