@@ -11,6 +11,7 @@ import { type FakeSqs, startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 import { createEmptyDatabase, useTestDatabase } from "../support/db.ts";
 import { createBusToQueue, eventBridgeClient } from "../support/eventBridge.ts";
 import { anEvent } from "../support/factories.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "../support/sqs.ts";
 
@@ -237,7 +238,7 @@ describe("outbox migrate --max-message-bytes / --max-payload-bytes / --claim-che
       const client = new pg.Client({ connectionString: empty.url });
       await client.connect();
       const { rows } = await client.query(
-        "select max_message_bytes, max_payload_bytes, claim_check from outbox_limits",
+        `select max_message_bytes, max_payload_bytes, claim_check from ${PRIVATE}.outbox_limits`,
       );
       await client.end();
       expect(rows).toEqual([{ max_message_bytes: 262_144, max_payload_bytes: 8_388_608, claim_check: true }]);

@@ -4,6 +4,7 @@ import { ValidationError } from "../../functions/shared/outbox/errors.ts";
 import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 
 const db = useTestDatabase();
@@ -11,11 +12,10 @@ const KIB = 1024;
 const payloadOf = (bytes: number) => ({ blob: "x".repeat(bytes) });
 
 async function setLimits(maxMessageBytes: number, limitedBy: string | null, claimCheck = false) {
-  await db.pool.query("update outbox_limits set max_message_bytes = $1, limited_by = $2, claim_check = $3", [
-    maxMessageBytes,
-    limitedBy,
-    claimCheck,
-  ]);
+  await db.pool.query(
+    `update ${PRIVATE}.outbox_limits set max_message_bytes = $1, limited_by = $2, claim_check = $3`,
+    [maxMessageBytes, limitedBy, claimCheck],
+  );
 }
 
 async function countRows(): Promise<number> {
@@ -103,9 +103,11 @@ describe("enqueue checks each event against its destinations' limit (outbox_limi
       const client = await db.pool.connect();
       try {
         await client.query(`set role ${role}`);
-        await expect(client.query("select max_message_bytes from outbox_limits")).resolves.toBeDefined();
         await expect(
-          client.query("update outbox_limits set max_message_bytes = 1048576"),
+          client.query(`select max_message_bytes from ${PRIVATE}.outbox_limits`),
+        ).resolves.toBeDefined();
+        await expect(
+          client.query(`update ${PRIVATE}.outbox_limits set max_message_bytes = 1048576`),
         ).rejects.toMatchObject({
           code: "42501",
         });

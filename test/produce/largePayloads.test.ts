@@ -18,7 +18,9 @@ describe("the write API's payload limit (claim check)", () => {
       /message would be \d+ bytes .*over the limit of 1048576/,
     );
     // What the construct's largePayloads (or `outbox migrate --claim-check`) writes.
-    await db.pool.query(`update ${PRIVATE}.outbox_limits set claim_check = true, max_payload_bytes = 67108864`);
+    await db.pool.query(
+      `update ${PRIVATE}.outbox_limits set claim_check = true, max_payload_bytes = 67108864`,
+    );
     const { id } = await enqueueCommitted(db.pool, event);
 
     const { rows } = await db.pool.query(
@@ -27,11 +29,15 @@ describe("the write API's payload limit (claim check)", () => {
     );
     expect(rows[0]).toMatchObject({ bytes: 5 * MIB });
     expect(rows[0].text_bytes_bound).toBeGreaterThan(5 * MIB);
-    await db.pool.query("update outbox_limits set claim_check = false, max_payload_bytes = 1048576");
+    await db.pool.query(
+      `update ${PRIVATE}.outbox_limits set claim_check = false, max_payload_bytes = 1048576`,
+    );
   });
 
   it("refuses, naming the field, the limit and where it lives, a payload over the row's max_payload_bytes", async () => {
-    await db.pool.query("update outbox_limits set claim_check = true, max_payload_bytes = 2097152");
+    await db.pool.query(
+      `update ${PRIVATE}.outbox_limits set claim_check = true, max_payload_bytes = 2097152`,
+    );
     try {
       const attempt = enqueueCommitted(db.pool, anEvent({ payload: bigPayload(2 * MIB) }));
       await expect(attempt).rejects.toThrow(ValidationError);
@@ -39,7 +45,9 @@ describe("the write API's payload limit (claim check)", () => {
         /event\.payload: is \d+ bytes of JSON, over the claim check's limit of 2097152 \(max_payload_bytes in outbox_limits\)/,
       );
     } finally {
-      await db.pool.query("update outbox_limits set claim_check = false, max_payload_bytes = 1048576");
+      await db.pool.query(
+        `update ${PRIVATE}.outbox_limits set claim_check = false, max_payload_bytes = 1048576`,
+      );
     }
   });
 
@@ -48,7 +56,7 @@ describe("the write API's payload limit (claim check)", () => {
     await expect(
       enqueueCommitted(db.pool, anEvent({ payload: bigPayload(5 * MIB) }), { maxPayloadBytes: 64 * MIB }),
     ).rejects.toThrow(/over the claim check's limit of 1048576 \(max_payload_bytes in outbox_limits\)/);
-    await db.pool.query("update outbox_limits set max_payload_bytes = 67108864");
+    await db.pool.query(`update ${PRIVATE}.outbox_limits set max_payload_bytes = 67108864`);
     try {
       await expect(
         enqueueCommitted(db.pool, anEvent({ payload: bigPayload(3 * MIB) }), { maxPayloadBytes: 2 * MIB }),
@@ -57,7 +65,7 @@ describe("the write API's payload limit (claim check)", () => {
         enqueueCommitted(db.pool, anEvent({ payload: bigPayload(5 * MIB) }), { maxPayloadBytes: 64 * MIB }),
       ).resolves.toHaveProperty("id");
     } finally {
-      await db.pool.query("update outbox_limits set max_payload_bytes = 1048576");
+      await db.pool.query(`update ${PRIVATE}.outbox_limits set max_payload_bytes = 1048576`);
     }
   });
 
