@@ -1,5 +1,8 @@
 import { beforeAll, describe, expect, it } from "vitest";
+import { inboxNames } from "../../functions/shared/consumer/inboxTable.ts";
 import { createInboxHandler, type InboxRecordHandler } from "../../functions/shared/consumer/index.ts";
+import { parseInboxEvent } from "../../functions/shared/consumer/parseInboxEvent.ts";
+import { recordInbox } from "../../functions/shared/consumer/sql/recordInbox.ts";
 import { guardClient, TransactionControlError } from "../../functions/shared/consumer/transactionGuard.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, recorder, relayRecord } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";
@@ -182,5 +185,40 @@ describe("the guard cannot be talked around (issue 28, finding 4)", () => {
     expect(String(answer)).toMatch(/"copy" on context.client: COPY FROM STDIN/);
     expect(result.batchItemFailures).toEqual([{ itemIdentifier: record.messageId }]);
     expect(Date.now() - started).toBeLessThan(1_000);
+  });
+});
+
+describe("the server refuses a commit of a record's transaction that is not the pipeline's (issue 39, finding 2)", () => {
+  it("rolls back the inbox row and the writes when the transaction is committed by anything else", async () => {
+    // What a COMMIT that got past the guard would do: the record's insert, a write, then a bare COMMIT.
+    const event = parseInboxEvent(relayRecord({ aggregateId: "bare-commit", seq: 1 }));
+    const session = await db.pool.connect();
+    let answer: unknown;
+    try {
+      await session.query("begin");
+      await recordInbox(session, inboxNames({ schema: CONSUMER_SCHEMA }), "default", event);
+      await session.query(insertEffect, [event.id, event.aggregateId, "written"]);
+      answer = await session.query("commit").catch((error: unknown) => error);
+    } finally {
+      await session.query("rollback").catch(() => {});
+      session.release();
+    }
+
+    expect(String(answer)).toMatch(/an inbox row commits only with its record's commit/);
+    expect(await rowsOf(event.id)).toEqual({ inbox: 0, effects: [] });
+  });
+
+  it("refuses `set constraints all immediate`, which would run that check before the commit", async () => {
+    let answer: unknown;
+    const handler = createInboxHandler(
+      async (_event, { client }) => {
+        answer = await client.query("SET CONSTRAINTS ALL IMMEDIATE").catch((error: unknown) => error);
+      },
+      { pool: db.pool, schema: CONSUMER_SCHEMA },
+    );
+
+    await handler({ Records: [relayRecord({ aggregateId: "constraints-immediate", seq: 1 })] });
+
+    expect(String(answer)).toMatch(/TransactionControlError: "SET CONSTRAINTS ALL IMMEDIATE"/);
   });
 });

@@ -37,6 +37,7 @@ describe("the inbox table", () => {
         "0002_consumer_key.sql",
         "0003_consumer_positions.sql",
         "0004_position_origin.sql",
+        "0005_commits_with_record.sql",
       ];
       expect(first.applied).toEqual(files);
       expect(again).toEqual({ applied: [], alreadyApplied: files });

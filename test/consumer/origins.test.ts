@@ -146,7 +146,7 @@ describe("stale-skip positions are kept per origin (issue 28, finding 6)", () =>
        where conrelid = '${schema}.inbox_positions'::regclass and contype = 'p'`,
     );
 
-    expect(upgraded.applied).toEqual(["0004_position_origin.sql"]);
+    expect(upgraded.applied).toEqual(["0004_position_origin.sql", "0005_commits_with_record.sql"]);
     expect(rows).toEqual([
       { consumer: "default", origin: "", aggregate_type: "order", aggregate_id: "44", seq: "70" },
     ]);

@@ -119,7 +119,7 @@ describe("session state a handler creates never reaches the next record (issue 3
         if (event.eventType === "poison") {
           // Through a function, which the guard cannot read: named like the real table, it would shadow it.
           await client.query(
-            `do $$ begin execute 'create temp table effects (like ${CONSUMER_SCHEMA}.effects)'; end $$`,
+            `do $$ begin execute 'create temp table effects (like ${CONSUMER_SCHEMA}.effects including all)'; end $$`,
           );
           return;
         }

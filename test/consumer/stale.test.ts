@@ -81,6 +81,7 @@ describe("consumers sharing one database (finding 9)", () => {
       "0002_consumer_key.sql",
       "0003_consumer_positions.sql",
       "0004_position_origin.sql",
+      "0005_commits_with_record.sql",
     ]);
     expect(log.statuses()).toEqual({ [record.messageId]: "duplicate" });
   });

@@ -106,21 +106,26 @@ function recordProcessor({ settings, transaction, route, logger, report }: Recor
             status = await transaction(async (session) => {
               const xid = await recordInbox(session, names, consumer, parsed);
               if (xid === undefined) return "duplicate" as const;
-              if (skipStale && !(await advancePosition(session, names, consumer, parsed)))
-                return "stale" as const;
-              if (run === undefined) return "ignored" as const;
-              const guard = guardClient(session);
-              inUserHandler = true;
-              try {
-                await run(parsed, { client: guard.client, record, lambdaContext });
-              } finally {
-                guard.close();
-              }
-              const refused = guard.refused();
-              if (refused !== undefined) throw refused;
+              const applied = await (async () => {
+                if (skipStale && !(await advancePosition(session, names, consumer, parsed)))
+                  return "stale" as const;
+                if (run === undefined) return "ignored" as const;
+                const guard = guardClient(session);
+                inUserHandler = true;
+                try {
+                  await run(parsed, { client: guard.client, record, lambdaContext });
+                } finally {
+                  guard.close();
+                }
+                const refused = guard.refused();
+                if (refused !== undefined) throw refused;
+                return "processed" as const;
+              })();
+              // Every commit of a transaction that wrote an inbox row is marked as the pipeline's here (inbox
+              // migration 0005 refuses any other), after the check that it is still the row's transaction.
               await confirmSameTransaction(session, xid);
               inUserHandler = false;
-              return "processed" as const;
+              return applied;
             }, bounds);
           } catch (error) {
             if (attempt >= maxAttempts || !isConflict(error)) throw error;

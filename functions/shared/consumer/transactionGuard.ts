@@ -31,7 +31,8 @@ export class TransactionControlError extends OutboxError {
  *    `set transaction`, `set local transaction`), session-level state (`set` without `local`, `set session`,
  *    `reset`, `discard`, `listen`, `prepare`): it would outlive the record, and behind a transaction pooler reach
  *    other clients; and `copy` (FROM STDIN would wait for data no one sends, past the statement timeout).
- *    `set local` and `set constraints` stay allowed (they end with the transaction), and so do the handler's own
+ *    `set local` and `set constraints` (but `set constraints all immediate`, which would fire the inbox row's commit
+ *    check early) stay allowed (they end with the transaction), and so do the handler's own
  *    savepoints (`savepoint`, `release`, `rollback to`): taken after the inbox row, rolling back to one cannot
  *    undo it. Code that runs inside a statement cannot end the transaction either: Postgres refuses
  *    `commit`/`rollback` in a `do` block or procedure called inside a transaction block (2D000).
@@ -39,8 +40,12 @@ export class TransactionControlError extends OutboxError {
  *    ReadyForQuery carries, and once it is idle ("I") the statement that ended the transaction is answered with
  *    a TransactionControlError and nothing more is sent (statements go out one at a time, so none queued behind
  *    it can autocommit). Before the commit (recordPipeline.ts, sql/sameTransaction.ts) the inbox insert's
- *    transaction id is compared with the current one. A session that left the record's transaction by a path
- *    not foreseen here fails the record loudly instead of committing work that is not the record's.
+ *    transaction id is compared with the current one, and the commit marked as the pipeline's. A session that
+ *    left the record's transaction by a path not foreseen here fails the record loudly instead of committing
+ *    work that is not the record's.
+ * 4. **The server refuses any other commit of the record** (inbox migration 0005): the inbox insert marks its
+ *    transaction as a record's, and a deferred trigger fails a COMMIT of it that the pipeline did not mark, so a
+ *    commit that got past everything above rolls back the inbox row with the handler's writes.
  * What a statement can still leave on the session through a function or a DO block (`set_config(…, false)`,
  * session advisory locks, LISTEN, PREPARE, temp tables, WITH HOLD cursors) is discarded with the end of the
  * record's transaction, commit or rollback, in the same round trip (db/session.ts, `resetSession`).
@@ -173,6 +178,9 @@ const TRANSACTION_CONTROL = "transaction control is refused";
 const SESSION_STATE =
   "a session-level setting would outlive the record (and behind a transaction pooler reach other clients); use `set local`";
 
+const COMMIT_CHECK =
+  "it would run the inbox row's commit check (a deferred trigger, inbox migration 0005) before the record's " +
+  "commit, failing the record; name your own constraints instead";
 const LISTEN =
   "a LISTEN takes effect when the record commits, on a session the next record (or behind a transaction pooler " +
   "another client) gets, and its notifications reach no one";
@@ -189,8 +197,8 @@ const COPY =
  * command.
  */
 export function refusedStatement(text: string): RefusedStatement | undefined {
-  const words = leadingWords(text, 3);
-  const [first = "", second = "", third = ""] = words.map((word) => word.toLowerCase());
+  const words = leadingWords(text, 4);
+  const [first = "", second = "", third = "", fourth = ""] = words.map((word) => word.toLowerCase());
   const lead = (count: number, reason: string) => ({ words: words.slice(0, count).join(" "), reason });
   switch (first) {
     case "begin":
@@ -210,7 +218,9 @@ export function refusedStatement(text: string): RefusedStatement | undefined {
     case "set":
       if (second === "transaction") return lead(2, TRANSACTION_CONTROL);
       if (second === "local") return third === "transaction" ? lead(3, TRANSACTION_CONTROL) : undefined;
-      if (second === "constraints") return undefined;
+      if (second === "constraints") {
+        return third === "all" && fourth === "immediate" ? lead(4, COMMIT_CHECK) : undefined;
+      }
       if (second === "session" && (third === "characteristics" || third === "transaction")) {
         return lead(3, TRANSACTION_CONTROL);
       }

@@ -294,29 +294,32 @@ interface RoleState {
  * relay's rights. Shipped files keep their checksums, so the runner checks what any file recorded.
  */
 async function roleState(client: Queryable, names: OutboxNames): Promise<RoleState> {
-  const { rows } = await client.query<{ roles: string[]; recorded: string[] }>(
-    `select array(select rolname::text from pg_catalog.pg_roles) as roles,
-            case when pg_catalog.to_regclass($1) is null then '{}'::text[] end as recorded`,
-    [names.related("roles")],
+  const { rows } = await client.query<{ roles: string[] }>(
+    "select array(select rolname::text from pg_catalog.pg_roles) as roles",
   );
-  const recorded = rows[0]?.recorded ?? (await recordedRoles(client, names));
-  return { roles: new Set(rows[0]?.roles), recorded: new Set(recorded) };
+  return { roles: new Set(rows[0]?.roles), recorded: new Set(await recordedRoles(client, names)) };
+}
+
+/** The roles table where it is now: the outbox's schema before 0016 moved it to the private schema. */
+async function rolesTable(client: Queryable, names: OutboxNames): Promise<string | undefined> {
+  const { rows } = await client.query<{ found: boolean; moved: boolean }>(
+    `select pg_catalog.to_regclass($1) is not null as moved,
+            pg_catalog.to_regclass($2) is not null as found`,
+    [names.related("roles"), names.relatedBefore0016("roles")],
+  );
+  if (rows[0]?.moved === true) return names.related("roles");
+  return rows[0]?.found === true ? names.relatedBefore0016("roles") : undefined;
 }
 
 async function recordedRoles(client: Queryable, names: OutboxNames): Promise<string[]> {
-  const { rows } = await client.query<{ role_name: string }>(
-    `select role_name from ${names.related("roles")}`,
-  );
+  const table = await rolesTable(client, names);
+  if (table === undefined) return [];
+  const { rows } = await client.query<{ role_name: string }>(`select role_name from ${table}`);
   return rows.map((row) => row.role_name);
 }
 
 /** A role a file recorded as the outbox's must be one it created: one that existed before it ran is refused. */
 async function refuseAdoptedRoles(client: Queryable, names: OutboxNames, file: string, before: RoleState) {
-  const { rows } = await client.query<{ exists: boolean }>(
-    "select pg_catalog.to_regclass($1) is not null as exists",
-    [names.related("roles")],
-  );
-  if (rows[0]?.exists !== true) return;
   const adopted = (await recordedRoles(client, names)).filter(
     (role) => !before.recorded.has(role) && before.roles.has(role),
   );

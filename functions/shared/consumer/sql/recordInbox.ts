@@ -14,7 +14,9 @@ import type { InboxEvent } from "../inboxEvent.ts";
  * reaches the user's handler either way, and no advisory lock is needed.
  *
  * Returns the id of the transaction the row was written in (the insert assigned it), for the check before the
- * commit (sql/sameTransaction.ts), or undefined when the id was already there.
+ * commit (sql/sameTransaction.ts), or undefined when the id was already there. The same statement marks the
+ * transaction, transaction-locally, as a record's (`outbox_inbox.record`): inbox migration 0005's deferred
+ * trigger then refuses any COMMIT of it but the pipeline's own.
  */
 export async function recordInbox(
   db: Queryable,
@@ -26,7 +28,8 @@ export async function recordInbox(
     `insert into ${names.qualified} (consumer, outbox_id, event_type, aggregate_type, aggregate_id)
      values ($1::text, $2::uuid, $3::text, $4::text, $5::text)
      on conflict (consumer, outbox_id) do nothing
-     returning pg_current_xact_id()::text as xid`,
+     returning pg_current_xact_id()::text as xid,
+               set_config('outbox_inbox.record', pg_current_xact_id()::text, true) as marked`,
     [consumer, event.id, event.eventType, event.aggregateType, event.aggregateId],
   );
   return result.rows[0]?.xid;
