@@ -135,6 +135,9 @@ outbox_group_high_water.aggregate_id text not null
 outbox_group_high_water.purged_published_seq bigint not null
 outbox_limits.one_row boolean not null default true
 outbox_limits.max_payload_bytes integer not null default 1048576
+outbox_limits.max_message_bytes integer not null default 1048576
+outbox_limits.limited_by text
+outbox_limits.claim_check boolean not null default false
 outbox_roles.job text not null
 outbox_roles.role_name text not null
 
@@ -142,6 +145,8 @@ outbox_roles.role_name text not null
 outbox_deleted_on_publish outbox_deleted_on_publish_only_row_check CHECK (only_row)
 outbox_deleted_on_publish outbox_deleted_on_publish_pkey PRIMARY KEY (only_row)
 outbox_group_high_water outbox_group_high_water_pkey PRIMARY KEY (aggregate_id)
+outbox_limits outbox_limits_limited_by_check CHECK ((octet_length(limited_by) <= 1024))
+outbox_limits outbox_limits_max_message_bytes_check CHECK (((max_message_bytes >= 1024) AND (max_message_bytes <= 1048576)))
 outbox_limits outbox_limits_max_payload_bytes_check CHECK (((max_payload_bytes >= 1024) AND (max_payload_bytes <= 67108864)))
 outbox_limits outbox_limits_one_row_check CHECK (one_row)
 outbox_limits outbox_limits_pkey PRIMARY KEY (one_row)
@@ -357,3 +362,4 @@ table outbox_deleted_on_publish to outbox_purge:outbox_test_template.public.outb
 table outbox_deleted_on_publish to outbox_relay:outbox_test_template.public.outbox_events: SELECT
 table outbox_group_high_water to outbox_purge:outbox_test_template.public.outbox_events: INSERT, SELECT
 table outbox_group_high_water to outbox_relay:outbox_test_template.public.outbox_events: INSERT, SELECT
+table outbox_limits to PUBLIC: SELECT
