@@ -18,12 +18,9 @@ invocation.checkMaxDuration(config);
 const logger = new Logger({ serviceName: serviceNameFromEnv(process.env, "outbox-relay") });
 const metrics = createMetrics(process.env, "outbox-relay");
 const metricsOptions = relayMetricsOptionsFromEnv(process.env);
-const { destination } = await createDestination(
-  config.destination,
-  invocation.destinationClientOptions(config),
-);
-// The current invocation's deadline: a checkout retrying authentication failures (a rotation's window) stops
-// before it.
+const clientOptions = invocation.destinationClientOptions(config);
+const { destination } = await createDestination(config.destination, clientOptions);
+// The invocation's deadline: a checkout retrying a rotation's authentication failures stops before it.
 let currentDeadline: number | undefined;
 const pool = await createDatabasePool(config.database, {
   deadline: () => currentDeadline,

@@ -281,14 +281,15 @@ describe("the manifest", () => {
   it("depends at run time only on what the compiled modules import (the Lambda bundles carry their own)", () => {
     const compiled = execFileSync(
       "grep",
-      ["-rhoE", 'from "[^".][^"]*"', "dist/functions", "dist/cli", "dist/infra"],
+      // Static imports and the dynamic ones by which the SDK clients load when first needed (util/awsClient.ts).
+      ["-rhoE", '(from |import\\()"[^".][^"]*"', "dist/functions", "dist/cli", "dist/infra"],
       {
         cwd: new URL("../..", import.meta.url),
         encoding: "utf8",
       },
     );
     const imported = new Set(
-      [...compiled.matchAll(/from "((?:@[^/"]+\/)?[^/"]+)/g)].map((match) => match[1] as string),
+      [...compiled.matchAll(/(?:from |import\()"((?:@[^/"]+\/)?[^/"]+)/g)].map((match) => match[1] as string),
     );
     const unused = Object.keys(pkg.dependencies).filter((name) => !imported.has(name));
     expect(unused).toEqual([]);
