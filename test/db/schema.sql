@@ -141,11 +141,11 @@ AS $function$
         payload_bytes bigint;
         header_bytes bigint;
       begin
-        -- The bound counts 6 text bytes per stored byte of a string (`\u0001`), so an ordinary payload at the
-        -- limit bounds at ~6 x max_payload_bytes = 4 x max_text and must be printed to be sized. 64 MiB as before
-        -- at the default limit; raised with it (at 64 MiB: 384 MiB at most, and only for a payload of control
-        -- characters; ~64 MiB and 1.2-2 s for ordinary text), a cost its own producer's insert pays.
-        print_cap := greatest(67108864, 4 * max_text);
+        -- The bound counts 6 text bytes per stored byte of a string (`\u0001`), and a string's jsonb is a few
+        -- bytes more than its JSON (varlena and container headers, one JEntry per value), so a payload of strings
+        -- at the limit bounds at 6 x (max_payload_bytes + those bytes): over 0012's 4 x max_text, which refused
+        -- one string at exactly 64 MiB (bound 402,653,238 > 402,653,184). 64 KiB of headroom for them, x 6.
+        print_cap := greatest(67108864, 4 * max_text + 6 * 65536);
         -- Before anything reads NEW: on any other table its columns may be of types whose casts and operators
         -- are someone else's code, which would run with this function's owner's rights.
         if tg_relid is distinct from '"public"."outbox_events"'::regclass then
