@@ -89,6 +89,7 @@ function round(overrides: Partial<RoundReport> = {}): RoundReport {
     failed: 0,
     deadLettered: 0,
     held: 0,
+    loadTimeouts: 0,
     durationMs: 1,
     publishedEvents: [],
     failedEvents: [],

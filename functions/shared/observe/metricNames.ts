@@ -17,6 +17,8 @@ export const METRIC = {
   eventsPublished: "EventsPublished",
   publishFailures: "PublishFailures",
   eventsDeadLettered: "EventsDeadLettered",
+  /** Rows whose payload did not load within the load's statement_timeout (relay/loadBudget.ts); retried. */
+  payloadLoadTimeouts: "PayloadLoadTimeouts",
   batchDuration: "BatchDuration",
   publishLag: "PublishLag",
   snapshotErrors: "SnapshotErrors",
