@@ -516,13 +516,6 @@ export class OutboxRelay extends Construct {
     const relayRate = props.relaySchedule ?? Duration.minutes(1);
     const relays = props.relays ?? 1;
     const budgetMarginMs = tuning.budgetMarginMs ?? DEFAULT_BUDGET_MARGIN_MS;
-    const timing = relayTiming({
-      scheduleSeconds: relayRate.toSeconds(),
-      relays,
-      budgetMarginMs,
-      ...(tuning.publishTimeoutMs === undefined ? {} : { publishTimeoutMs: tuning.publishTimeoutMs }),
-      ...(tuning.statementTimeoutMs === undefined ? {} : { statementTimeoutMs: tuning.statementTimeoutMs }),
-    });
     if (destination?.kind !== "sqs-fifo" && tuning.maxMessageBytes !== undefined) {
       throw new Error(
         "OutboxRelay relay.maxMessageBytes applies only to a queue destination (the default): a bus's limit is " +
@@ -544,6 +537,22 @@ export class OutboxRelay extends Construct {
       largestMessageBytes,
       R.batchMaxBytes.max,
     );
+    // With largePayloads one round at a time may load a payload of maxPayloadBytes past its budget: the round
+    // reserve, and so the Lambda timeout, make room for it (relayTiming, functions/shared/relay/loadBudget.ts).
+    const timing = relayTiming({
+      scheduleSeconds: relayRate.toSeconds(),
+      relays,
+      budgetMarginMs,
+      ...(tuning.publishTimeoutMs === undefined ? {} : { publishTimeoutMs: tuning.publishTimeoutMs }),
+      ...(tuning.statementTimeoutMs === undefined ? {} : { statementTimeoutMs: tuning.statementTimeoutMs }),
+      batchMaxBytes,
+      maxMessageBytes: Math.max(
+        largestMessageBytes,
+        props.largePayloads === undefined
+          ? 0
+          : (props.largePayloads.maxPayloadBytes ?? MAX_PAYLOAD_BYTES_LIMIT),
+      ),
+    });
     if (tuning.idlePollMaxMs !== undefined) {
       const min = tuning.idlePollMinMs ?? R.idlePollMinMs.default;
       checkIntegerOption("OutboxRelay relay.idlePollMaxMs", tuning.idlePollMaxMs, min, R.idlePollMaxMs.max);
