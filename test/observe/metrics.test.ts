@@ -157,6 +157,7 @@ describe("RelayMetrics", () => {
       EventsPublished: [2],
       PublishFailures: [3],
       EventsDeadLettered: [1],
+      PayloadLoadTimeouts: [0],
       RelayHeartbeat: [1],
       // It published: no stall, though some of its events failed.
       RelayStalled: [0],
@@ -167,6 +168,7 @@ describe("RelayMetrics", () => {
       EventsPublished: "Count",
       PublishFailures: "Count",
       EventsDeadLettered: "Count",
+      PayloadLoadTimeouts: "Count",
       RelayHeartbeat: "Count",
       RelayStalled: "Count",
     });
@@ -179,6 +181,7 @@ describe("RelayMetrics", () => {
       EventsPublished: [0],
       PublishFailures: [0],
       EventsDeadLettered: [0],
+      PayloadLoadTimeouts: [0],
       RelayHeartbeat: [1],
     });
   });
@@ -709,6 +712,7 @@ describe("Lambda handlers write EMF with the figures the database holds", () => 
         EventsPublished: [0],
         PublishFailures: [0],
         EventsDeadLettered: [0],
+        PayloadLoadTimeouts: [0],
         RelayHeartbeat: [1],
       });
       expect(main).toHaveLength(1);
