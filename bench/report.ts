@@ -18,6 +18,7 @@ import type { RelayQuotaRun } from "./measures/relayQuota.ts";
 import type { RelayTuning } from "./measures/relayThroughput.ts";
 import type { RecordVariant, RetentionModeRun } from "./measures/retention.ts";
 import type { SdkPipelineResult } from "./measures/sdkPipeline.ts";
+import type { SizeCheckShape } from "./measures/sizeCheck.ts";
 import type { WalPerEventRun } from "./measures/walPerEvent.ts";
 
 export const TARGETS = {
@@ -85,6 +86,8 @@ export interface BenchResults {
   sdkPipeline?: SdkPipelineResult;
   bundle?: RelayBundle;
   enqueue?: EnqueueResults;
+  /** The write API's size check (outbox/jsonbSize.ts) and its checks before the INSERT, ms per MiB (measures/sizeCheck.ts). */
+  sizeCheck?: SizeCheckShape[];
   relayMemory?: RelayMemoryRun[];
   consumer?: ConsumerThroughput;
   /** (13) WAL bytes per event by stage, and SendMessageBatch requests per event (measures/walPerEvent.ts). */
@@ -343,6 +346,15 @@ export function summaryTable(r: BenchResults): string {
       `${n(b.importMs)} ms`,
       `process start → handler ready ${n(b.processToReadyMs)} ms (median of ${b.samples})`,
       "–",
+      "",
+    ]);
+  }
+  for (const shape of r.sizeCheck ?? []) {
+    rows.push([
+      `enqueue's size check, ${shape.name} (${n(shape.bytes / 1_048_576)} MiB)`,
+      `${n(shape.sizeMsPerMiB, 2)} ms/MiB`,
+      `all checks before the INSERT (serialize, SQS characters, size): ${n(shape.checksMsPerMiB)} ms/MiB; median of ${shape.samples}`,
+      "linear, no stack overflow",
       "",
     ]);
   }

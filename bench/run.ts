@@ -34,6 +34,7 @@ import { measureRelay, type RelayRun, type RelayTuning } from "./measures/relayT
 import { measureRecordVariants, measureRetentionModes, retentionMarkdown } from "./measures/retention.ts";
 import { measureSdkPipeline } from "./measures/sdkPipeline.ts";
 import { measureSeedBaseline } from "./measures/seedBaseline.ts";
+import { measureSizeCheck } from "./measures/sizeCheck.ts";
 import { walPerEventMarkdown } from "./measures/walPerEvent.ts";
 import {
   type BenchResults,
@@ -131,6 +132,7 @@ const PARTS = [
   "purge",
   "bundle",
   "enqueue",
+  "sizecheck",
   "memory",
   "consumer",
   "destinations",
@@ -336,6 +338,10 @@ try {
       ENQUEUE_DURATION_MS,
       meter,
     );
+  }
+  if (runs("sizecheck")) {
+    log("the write API's size check and payload checks, ms per MiB, at 16 MiB");
+    results.sizeCheck = measureSizeCheck();
   }
   if (runs("memory")) {
     results.relayMemory = [];

@@ -549,13 +549,6 @@ export class OutboxRelay extends Construct {
     const relayRate = props.relaySchedule ?? Duration.minutes(1);
     const relays = props.relays ?? 1;
     const budgetMarginMs = tuning.budgetMarginMs ?? DEFAULT_BUDGET_MARGIN_MS;
-    const timing = relayTiming({
-      scheduleSeconds: relayRate.toSeconds(),
-      relays,
-      budgetMarginMs,
-      ...(tuning.publishTimeoutMs === undefined ? {} : { publishTimeoutMs: tuning.publishTimeoutMs }),
-      ...(tuning.statementTimeoutMs === undefined ? {} : { statementTimeoutMs: tuning.statementTimeoutMs }),
-    });
     // The memory holds rounds of the largest message any destination takes.
     const largestMessageBytes = Math.max(maxMessageBytes, routes?.maxMessageBytes ?? 0);
     const R = RELAY_SETTINGS;
@@ -570,6 +563,22 @@ export class OutboxRelay extends Construct {
       largestMessageBytes,
       R.batchMaxBytes.max,
     );
+    // With largePayloads one round at a time may load a payload of maxPayloadBytes past its budget: the round
+    // reserve, and so the Lambda timeout, make room for it (relayTiming, functions/shared/relay/loadBudget.ts).
+    const timing = relayTiming({
+      scheduleSeconds: relayRate.toSeconds(),
+      relays,
+      budgetMarginMs,
+      ...(tuning.publishTimeoutMs === undefined ? {} : { publishTimeoutMs: tuning.publishTimeoutMs }),
+      ...(tuning.statementTimeoutMs === undefined ? {} : { statementTimeoutMs: tuning.statementTimeoutMs }),
+      batchMaxBytes,
+      maxMessageBytes: Math.max(
+        largestMessageBytes,
+        props.largePayloads === undefined
+          ? 0
+          : (props.largePayloads.maxPayloadBytes ?? MAX_PAYLOAD_BYTES_LIMIT),
+      ),
+    });
     if (tuning.idlePollMaxMs !== undefined) {
       const min = tuning.idlePollMinMs ?? R.idlePollMinMs.default;
       checkIntegerOption("OutboxRelay relay.idlePollMaxMs", tuning.idlePollMaxMs, min, R.idlePollMaxMs.max);

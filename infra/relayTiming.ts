@@ -1,4 +1,5 @@
 import { DEFAULT_RELAY_OPTIONS, roundReserveMs } from "../functions/shared/relay/engine.ts";
+import { oversizeAllowanceMs } from "../functions/shared/relay/loadBudget.ts";
 import { RELAY_SETTINGS } from "../functions/shared/relay/settings.ts";
 import { checkIntegerOption } from "../functions/shared/util/env.ts";
 
@@ -35,11 +36,26 @@ export interface RelayTimingInput {
   publishTimeoutMs?: number;
   statementTimeoutMs?: number;
   budgetMarginMs?: number;
+  /**
+   * The largest message the relay may load: with largePayloads its maxPayloadBytes (the claim check's
+   * destination takes that much). Default 0: none loads past the round's budget.
+   */
+  maxMessageBytes?: number;
+  /** RELAY_BATCH_MAX_BYTES; default the relay's. */
+  batchMaxBytes?: number;
 }
 
 export interface RelayTiming {
-  /** publishTimeout + 3 x statementTimeout: the relay starts a round only if this much is left. */
+  /**
+   * publishTimeout + 3 x statementTimeout (+ 2 x the load allowance with largePayloads): the relay starts a round
+   * only if this much is left.
+   */
   roundReserveMs: number;
+  /**
+   * What the round that loads a payload past its byte budget adds to its load's statement timeout and to its
+   * publish timeout, each (functions/shared/relay/loadBudget.ts): 0 without largePayloads.
+   */
+  loadAllowanceMs: number;
   /** RELAY_MAX_DURATION_MS: how long one invocation dwells. */
   maxDurationMs: number;
   /** The Lambda timeout. */
@@ -70,6 +86,12 @@ export interface RelayTiming {
  *   a duplicate delivery) is throttled, which the throttle alarm reports, instead of piling up. Overlap is
  *   safe: rows are claimed with SKIP LOCKED and an aggregate's head is claimed by one relay only.
  * - No early/late pair of ticks can exceed that: two ticks 0 s apart are two of the 4.
+ *
+ * With largePayloads (64 MiB by default) one round at a time may load a payload past its 16 MiB budget: up to
+ * 1.5 x 64 = 96 MiB of jsonb text, 80 MiB past the budget, budgeted at 4 MiB/s (loadBudget.ts): 20 s more for
+ * that round's load statement and 20 s more for its publish (the S3 upload). The reserve is then
+ * 10 + 3 x 5 + 2 x 20 = 65 s, D = 120 + 65 = 185 s, the timeout 195 s, and ceil((195 + 60) / 60) = 5 invocations
+ * per target can be alive at once.
  */
 export function relayTiming(input: RelayTimingInput): RelayTiming {
   const publishTimeoutMs = input.publishTimeoutMs ?? DEFAULT_RELAY_OPTIONS.publishTimeoutMs;
@@ -94,11 +116,14 @@ export function relayTiming(input: RelayTimingInput): RelayTiming {
       `relays must be an integer from 1 to ${MAX_RELAYS} (EventBridge's targets per rule), got ${relays}`,
     );
   }
-  const reserveMs = roundReserveMs({
+  const options = {
     ...DEFAULT_RELAY_OPTIONS,
     publishTimeoutMs,
     statementTimeoutMs,
-  });
+    batchMaxBytes: input.batchMaxBytes ?? DEFAULT_RELAY_OPTIONS.batchMaxBytes,
+  };
+  const maxMessageBytes = input.maxMessageBytes ?? 0;
+  const reserveMs = roundReserveMs(options, maxMessageBytes);
   const longestTickGapSeconds = input.scheduleSeconds + jitterSeconds;
   const maxDurationMs = longestTickGapSeconds * 1000 + reserveMs;
   const timeoutSeconds = Math.ceil((maxDurationMs + budgetMarginMs + HANDLER_SLACK_MS) / 1000);
@@ -112,6 +137,7 @@ export function relayTiming(input: RelayTimingInput): RelayTiming {
   const concurrencyPerRelay = Math.ceil((timeoutSeconds + jitterSeconds) / input.scheduleSeconds);
   return {
     roundReserveMs: reserveMs,
+    loadAllowanceMs: oversizeAllowanceMs(maxMessageBytes, options.batchMaxBytes),
     maxDurationMs,
     timeoutSeconds,
     concurrencyPerRelay,

@@ -76,8 +76,11 @@ begin
         header_bytes bigint;
         drawn bigint;
       begin
-        -- See 0012: the print cap follows the payload limit.
-        print_cap := greatest(67108864, 4 * max_text);
+        -- See 0012: the print cap follows the payload limit. A string's jsonb is a few bytes more than its JSON
+        -- (varlena and container headers, one JEntry per value), so a payload of strings at the limit bounds at
+        -- 6 x (max_payload_bytes + those bytes): over 0012's 4 x max_text, which refused one string at exactly
+        -- 64 MiB (bound 402,653,238 > 402,653,184). 64 KiB of headroom for them, x 6.
+        print_cap := greatest(67108864, 4 * max_text + 6 * 65536);
         -- Before anything reads NEW: on any other table its columns may be of types whose casts and operators
         -- are someone else's code, which would run with this function's owner's rights.
         if tg_relid is distinct from '{{table}}'::regclass then

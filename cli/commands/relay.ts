@@ -8,6 +8,7 @@ import { type RelaySummary, roundReserveMs } from "../../functions/shared/relay/
 import {
   checkDestination,
   destinationClientOptions,
+  longestStatementMs,
   relayInvocation,
   relaySessions,
 } from "../../functions/shared/relay/invocation.ts";
@@ -184,7 +185,7 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
     { source: config.database, location: { schema: config.relay.schema, table: config.relay.table } },
     {
       maxConnections: relaySessions(config),
-      queryTimeoutMs: queryTimeoutFor(config.relay.statementTimeoutMs),
+      queryTimeoutMs: queryTimeoutFor(longestStatementMs(config, destination.maxMessageBytes)),
     },
   ).catch((error: unknown) => {
     destroy();

@@ -5,6 +5,7 @@ import {
   type OutboxSnapshot,
   outboxSnapshot,
 } from "../../functions/shared/observe/sql/outboxSnapshot.ts";
+import { type SlowPayloads, slowPayloads } from "../../functions/shared/observe/sql/slowPayloads.ts";
 import { openOutboxDatabase, outboxTargetFromEnv } from "../database.ts";
 import { addConnectionOptions, type ConnectionFlags, connectionEnv } from "../options.ts";
 import { type Column, formatAge, formatTable, print, printJson } from "../output.ts";
@@ -39,7 +40,10 @@ export function statusCommand(): Command {
         // statement timeout cannot disturb the relay.
         const snapshot = await withTransaction(
           database.pool,
-          (client) => outboxSnapshot(client, database.names),
+          async (client) => ({
+            ...(await outboxSnapshot(client, database.names)),
+            slowPayloads: await slowPayloads(client, database.names),
+          }),
           {
             readOnlySnapshot: true,
             statementTimeoutMs: 30_000,
@@ -53,13 +57,24 @@ export function statusCommand(): Command {
     });
 }
 
-function describe(table: string, snapshot: OutboxSnapshot): string {
+function describe(table: string, snapshot: OutboxSnapshot & { slowPayloads: SlowPayloads }): string {
   const lines = [
     `outbox ${table}`,
     `  pending             ${snapshot.pending}${snapshot.pending > 0 ? ` (oldest ${formatAge(snapshot.oldestPendingAgeSeconds)})` : ""}`,
     `  dead letters        ${snapshot.deadLetters}${snapshot.deadLetters > 0 ? "  (outbox dead-letters)" : ""}`,
     `  blocked aggregates  ${snapshot.blockedAggregates}${snapshot.blockedAggregates > 0 ? "  (head event in backoff or dead-lettered)" : ""}`,
   ];
+  const slow = snapshot.slowPayloads;
+  if (slow.count > 0) {
+    lines.push(
+      `  slow to load        ${slow.count}  (payload did not load in its budget; retried, never dead-lettered)`,
+    );
+    for (const row of slow.rows) {
+      lines.push(
+        `    ${row.id} ${row.aggregateId} ${row.eventType} x${row.transientFailures}: ${row.lastError}`,
+      );
+    }
+  }
   if (snapshot.byEventType.length > 0) lines.push("", formatTable(snapshot.byEventType, BY_TYPE));
   return lines.join("\n");
 }

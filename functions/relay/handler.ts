@@ -14,12 +14,12 @@ import { relayConfigFromEnv } from "../shared/relay/settings.ts";
 // Cold start: configuration errors fail here, naming the variable, before any event is handled. Clients are
 // created once per container; the SDK reads AWS_ENDPOINT_URL, region and credentials from the environment.
 const config = relayConfigFromEnv(process.env);
-invocation.checkMaxDuration(config);
 const logger = new Logger({ serviceName: serviceNameFromEnv(process.env, "outbox-relay") });
 const metrics = createMetrics(process.env, "outbox-relay");
 const metricsOptions = relayMetricsOptionsFromEnv(process.env);
 const clientOptions = invocation.destinationClientOptions(config);
 const { destination } = await createDestination(config.destination, clientOptions);
+invocation.checkMaxDuration(config, destination.maxMessageBytes);
 // The invocation's deadline: a checkout retrying a rotation's authentication failures stops before it.
 let currentDeadline: number | undefined;
 const pool = await createDatabasePool(config.database, {
@@ -27,7 +27,7 @@ const pool = await createDatabasePool(config.database, {
   max: invocation.relaySessions(config),
   applicationName: "outbox-relay",
   // Claim, record, COMMIT and ROLLBACK each fail within this even if the network path died silently.
-  queryTimeoutMs: queryTimeoutFor(config.relay.statementTimeoutMs),
+  queryTimeoutMs: queryTimeoutFor(invocation.longestStatementMs(config, destination.maxMessageBytes)),
   onError: (error) =>
     logger.warn("idle database connection failed; it will be replaced", { error: error.message }),
 });
@@ -43,7 +43,12 @@ export async function relay(
 ): Promise<RelaySummary> {
   const { noProgress, ...summary } = await new RelayMetrics(metrics, metricsOptions).observe(
     async (observer) => {
-      const deadline = invocation.invocationDeadline(config, Date.now(), context.getRemainingTimeInMillis());
+      const deadline = invocation.invocationDeadline(
+        config,
+        Date.now(),
+        context.getRemainingTimeInMillis(),
+        destination.maxMessageBytes,
+      );
       currentDeadline = deadline;
       await checkDestinationOnce(deadline);
       return invocation.relayInvocation({ pool, destination, deadline, logger, ...observer }, config);

@@ -64,6 +64,7 @@ describe("relay timing arithmetic", () => {
   it("sizes a 1-minute schedule at 145 s of dwell, a 155 s timeout and 4 invocations per relay", () => {
     expect(relayTiming({ scheduleSeconds: 60 })).toEqual({
       roundReserveMs: 25_000,
+      loadAllowanceMs: 0,
       maxDurationMs: 145_000,
       timeoutSeconds: 155,
       concurrencyPerRelay: 4,

@@ -4,6 +4,7 @@ import * as ec2 from "aws-cdk-lib/aws-ec2";
 import { describe, expect, it } from "vitest";
 import { OutboxRelay } from "../../infra/outboxRelay.ts";
 import { PAYLOAD_EXPIRATION_DAYS } from "../../infra/payloadBucket.ts";
+import { relayTiming } from "../../infra/relayTiming.ts";
 import {
   identityStatements,
   importedNetwork,
@@ -102,6 +103,28 @@ describe("OutboxRelay largePayloads", () => {
     expect(JSON.stringify(resources(template, "AWS::EC2::VPCEndpoint"))).toMatch(/\.s3"/);
     // Without interface endpoints (a NAT route), no gateway endpoint.
     expect(resources(withConsumer().template, "AWS::EC2::VPCEndpoint")).toEqual([]);
+  });
+
+  it("sizes the relay's timeouts for loading and sending one payload of maxPayloadBytes past the round's budget", () => {
+    // Issue 38: 96 MiB of jsonb text at most, 80 MiB past the 16 MiB budget at 4 MiB/s: 20 s more for the load
+    // and 20 s more for the publish; reserve 10 + 3 x 5 + 40 = 65 s, dwell 120 + 65 s, timeout 185 + 10 s.
+    expect(relayTiming({ scheduleSeconds: 60, maxMessageBytes: 64 * 1_048_576 })).toMatchObject({
+      loadAllowanceMs: 20_000,
+      roundReserveMs: 65_000,
+      maxDurationMs: 185_000,
+      timeoutSeconds: 195,
+      concurrencyPerRelay: 5,
+    });
+    const { template } = withConsumer();
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Timeout: 195,
+      Environment: { Variables: Match.objectLike({ RELAY_MAX_DURATION_MS: "185000" }) },
+    });
+    // Without largePayloads, the defaults as before.
+    outboxStack().template.hasResourceProperties("AWS::Lambda::Function", {
+      Timeout: 155,
+      Environment: { Variables: Match.objectLike({ RELAY_MAX_DURATION_MS: "145000" }) },
+    });
   });
 
   it("passes cdk-nag with no unacknowledged finding", () => {

@@ -90,6 +90,7 @@ function round(overrides: Partial<RoundReport> = {}): RoundReport {
     failed: 0,
     deadLettered: 0,
     held: 0,
+    loadTimeouts: 0,
     durationMs: 1,
     publishedEvents: [],
     failedEvents: [],
@@ -157,6 +158,7 @@ describe("RelayMetrics", () => {
       EventsPublished: [2],
       PublishFailures: [3],
       EventsDeadLettered: [1],
+      PayloadLoadTimeouts: [0],
       RelayHeartbeat: [1],
       // It published: no stall, though some of its events failed.
       RelayStalled: [0],
@@ -167,6 +169,7 @@ describe("RelayMetrics", () => {
       EventsPublished: "Count",
       PublishFailures: "Count",
       EventsDeadLettered: "Count",
+      PayloadLoadTimeouts: "Count",
       RelayHeartbeat: "Count",
       RelayStalled: "Count",
     });
@@ -179,6 +182,7 @@ describe("RelayMetrics", () => {
       EventsPublished: [0],
       PublishFailures: [0],
       EventsDeadLettered: [0],
+      PayloadLoadTimeouts: [0],
       RelayHeartbeat: [1],
     });
   });
@@ -744,6 +748,7 @@ describe("Lambda handlers write EMF with the figures the database holds", () => 
         EventsPublished: [0],
         PublishFailures: [0],
         EventsDeadLettered: [0],
+        PayloadLoadTimeouts: [0],
         RelayHeartbeat: [1],
       });
       expect(main).toHaveLength(1);

@@ -48,3 +48,11 @@ export function isOutage(error: unknown): boolean {
 function isObject(value: unknown): value is object {
   return typeof value === "object" && value !== null;
 }
+
+/**
+ * 57014 query_canceled: statement_timeout fired (or pg_cancel_backend). The statement is undone; inside a
+ * savepoint the transaction goes on after ROLLBACK TO SAVEPOINT.
+ */
+export function isStatementCanceled(error: unknown): boolean {
+  return sqlState(error) === "57014";
+}

@@ -19,6 +19,8 @@ export const METRIC = {
   /** Behind a route table: events no route takes and no default catches (dead-lettered at their first claim). */
   unroutedEvents: "UnroutedEvents",
   eventsDeadLettered: "EventsDeadLettered",
+  /** Rows whose payload did not load within the load's statement_timeout (relay/loadBudget.ts); retried. */
+  payloadLoadTimeouts: "PayloadLoadTimeouts",
   batchDuration: "BatchDuration",
   publishLag: "PublishLag",
   snapshotErrors: "SnapshotErrors",

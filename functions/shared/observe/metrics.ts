@@ -108,7 +108,7 @@ export interface RelayMetricsOptions {
  * default 3,000 messages/s, one PublishLag value per event is 3,000 values/s; Powertools writes a line per 100
  * values of a metric (~670 bytes), so 30 lines/s, ~1.7 GB of logs a day per relay, ~$0.85/day of ingestion at
  * $0.50/GB. Instead:
- * - counters (EventsPublished, PublishFailures, EventsDeadLettered) are summed per window (10 s, and the
+ * - counters (EventsPublished, PublishFailures, EventsDeadLettered, PayloadLoadTimeouts) are summed per window (10 s, and the
  *   invocation's end) and written once, zeros included, so alarms see 0 rather than missing data;
  * - PublishLag keeps a uniform random sample of at most 99 of the window's lags (reservoir sampling), exact
  *   when the window had 99 events or fewer; CloudWatch then estimates percentiles from ~600 values a minute
@@ -139,6 +139,7 @@ export class RelayMetrics {
   #failed = 0;
   #deadLettered = 0;
   #failedRounds = 0;
+  #loadTimeouts = 0;
   /** Events failed to publish (not dead letters) and nothing published since: they wait in backoff. */
   #awaitingRetry = false;
   readonly #failuresByType = new Map<string, number>();
@@ -166,6 +167,7 @@ export class RelayMetrics {
     this.#published += report.published;
     this.#failed += report.failed;
     this.#deadLettered += report.deadLettered;
+    this.#loadTimeouts += report.loadTimeouts;
     for (const event of report.publishedEvents) this.#lag.offer(event.lagMs);
     for (const event of report.failedEvents) {
       this.#failuresByType.set(event.eventType, (this.#failuresByType.get(event.eventType) ?? 0) + 1);
@@ -288,6 +290,8 @@ export class RelayMetrics {
     this.#metrics.addMetric(METRIC.eventsPublished, MetricUnit.Count, this.#published);
     this.#metrics.addMetric(METRIC.publishFailures, MetricUnit.Count, this.#failed);
     this.#metrics.addMetric(METRIC.eventsDeadLettered, MetricUnit.Count, this.#deadLettered);
+    // Rows whose payload did not load in the load's budget (also among PublishFailures): slow, not malformed.
+    this.#metrics.addMetric(METRIC.payloadLoadTimeouts, MetricUnit.Count, this.#loadTimeouts);
     this.#metrics.addMetric(METRIC.relayHeartbeat, MetricUnit.Count, 1);
     const unsettled = this.#failed - this.#deadLettered;
     if (this.#published > 0) this.#awaitingRetry = false;
@@ -308,6 +312,7 @@ export class RelayMetrics {
     this.#failed = 0;
     this.#deadLettered = 0;
     this.#failedRounds = 0;
+    this.#loadTimeouts = 0;
     this.#failuresByType.clear();
     this.#windowStart = this.#now();
   }

@@ -1,3 +1,4 @@
+import { stringifyWithoutRecursion } from "./deepJson.ts";
 import { ValidationError } from "./errors.ts";
 import { EXTENDED_PAYLOAD_SIZE } from "./payloadPointer.ts";
 import type { TraceContext } from "./traceContext.ts";
@@ -188,16 +189,23 @@ export function checkHeaders(field: string, value: unknown): Record<string, stri
  */
 export function serializePayload(field: string, value: unknown): string {
   let json: string | undefined;
+  const checkValue = (key: string, item: unknown) => {
+    const at = key === "" ? field : `${field} key ${JSON.stringify(key)}`;
+    if (typeof item === "number" && !Number.isFinite(item)) {
+      throw new ValidationError(at, `is ${item}, which JSON cannot represent`);
+    }
+    if (typeof item === "string") checkJsonbText(at, item);
+    if (typeof key === "string") checkJsonbText(`${field} key`, key);
+    return item;
+  };
   try {
-    json = JSON.stringify(value, function checkValue(key, item: unknown) {
-      const at = key === "" ? field : `${field} key ${JSON.stringify(key)}`;
-      if (typeof item === "number" && !Number.isFinite(item)) {
-        throw new ValidationError(at, `is ${item}, which JSON cannot represent`);
-      }
-      if (typeof item === "string") checkJsonbText(at, item);
-      if (typeof key === "string") checkJsonbText(`${field} key`, key);
-      return item;
-    });
+    try {
+      json = JSON.stringify(value, checkValue);
+    } catch (error) {
+      // Native JSON.stringify recurses per level and overflows the stack at a few thousand; jsonb takes more.
+      if (!(error instanceof RangeError)) throw error;
+      json = stringifyWithoutRecursion(value, checkValue);
+    }
   } catch (error) {
     if (error instanceof ValidationError) throw error;
     throw new ValidationError(field, `is not JSON-serializable: ${(error as Error).message}`, {

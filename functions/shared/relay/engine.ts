@@ -8,10 +8,11 @@ import { backoffDelayMs } from "../util/backoff.ts";
 import { checkIntegerOption } from "../util/env.ts";
 import type { Logger } from "../util/logger.ts";
 import { sleep } from "../util/sleep.ts";
+import { oversizeAllowanceMs, pastBudgetMs } from "./loadBudget.ts";
 import { OrderKeyError } from "./orderKey.ts";
 import { type LoadedRow, type PublishResult, publishRows } from "./publisher.ts";
 import { type ClaimCursor, claimBatch, newClaimCursor } from "./sql/claimBatch.ts";
-import { loadPayloads } from "./sql/loadPayloads.ts";
+import { loadPayloads, type PayloadLimits } from "./sql/loadPayloads.ts";
 import { type Retention, type RowOutcome, recordOutcomes } from "./sql/recordOutcomes.ts";
 
 export interface RelayOptions extends OutboxLocation {
@@ -95,6 +96,11 @@ export interface RoundReport {
   publishedEvents: { eventType: string; lagMs: number }[];
   /** Per failed event, for metrics by event type. */
   failedEvents: { eventType: string; deadLettered: boolean }[];
+  /**
+   * Rows whose payload did not load within the load's statement_timeout (sql/loadPayloads.ts `timedOut`): each
+   * counted as a transient failure of its row, with the reason in its last_error.
+   */
+  loadTimeouts: number;
   /** The error of this round's last failed event, if one failed: what a failed invocation names as its cause. */
   lastPublishError?: string;
   /**
@@ -186,10 +192,16 @@ export function validateRelayOptions(options: RelayOptions): RelayOptions {
 /**
  * Time one round may need from claim to commit; no round starts with less than this left. A round is three
  * statements (claim, load payloads, record; each under statement_timeout) around one publish (under the publish
- * timeout); BEGIN, SET and COMMIT are cheap and fall within the Lambda budget margin.
+ * timeout); BEGIN, SET and COMMIT are cheap and fall within the Lambda budget margin. A destination whose largest
+ * message can be loaded past the round's byte budget (`maxMessageBytes`, the claim check's 64 MiB) adds the
+ * allowance of loadBudget.ts twice: the load's and the publish's.
  */
-export function roundReserveMs(options: RelayOptions): number {
-  return options.publishTimeoutMs + 3 * options.statementTimeoutMs;
+export function roundReserveMs(options: RelayOptions, maxMessageBytes = 0): number {
+  return (
+    options.publishTimeoutMs +
+    3 * options.statementTimeoutMs +
+    2 * oversizeAllowanceMs(maxMessageBytes, options.batchMaxBytes)
+  );
 }
 
 /**
@@ -248,7 +260,7 @@ async function relayLoop(
     if (deps.signal?.aborted) {
       return "signal";
     }
-    if (deps.deadline - now() < roundReserveMs(options)) {
+    if (deps.deadline - now() < roundReserveMs(options, deps.destination.maxMessageBytes)) {
       return "deadline";
     }
     let report: RoundReport;
@@ -306,7 +318,8 @@ async function relayLoop(
       // Everything claimed failed and is now in backoff; the next claim finds nothing and ends the drain.
       continue;
     }
-    await pause(deps, Math.min(idleMs, Math.max(0, deps.deadline - now() - roundReserveMs(options))), true);
+    const reserveMs = roundReserveMs(options, deps.destination.maxMessageBytes);
+    await pause(deps, Math.min(idleMs, Math.max(0, deps.deadline - now() - reserveMs)), true);
   }
 }
 
@@ -350,12 +363,17 @@ async function claimPublishRecord(
 ): Promise<RoundReport> {
   const names = outboxNames(options);
   const started = performance.now();
+  // The round that may load a row past its byte budget gives that load, and the publish, more time
+  // (loadBudget.ts); roundReserveMs counts it, so the round still ends before the deadline.
+  const allowanceMs = loadOversized
+    ? oversizeAllowanceMs(deps.destination.maxMessageBytes, options.batchMaxBytes)
+    : 0;
   // The idle bound covers the publish, when the session sits idle in the transaction holding row locks: if this
   // process freezes or dies, Postgres ends the session and releases the rows within that bound.
   const bounds = {
     statementTimeoutMs: options.statementTimeoutMs,
     lockTimeoutMs: options.statementTimeoutMs,
-    idleInTransactionMs: options.publishTimeoutMs + options.statementTimeoutMs,
+    idleInTransactionMs: options.publishTimeoutMs + allowanceMs + options.statementTimeoutMs,
   };
   const report = await withTransaction(
     deps.pool,
@@ -368,18 +386,31 @@ async function claimPublishRecord(
       });
       if (rows.length === 0) return emptyReport(0);
 
-      const { sendable, results } = await loadRows(
+      const { sendable, results, loadedBytes, loadTimeouts } = await loadRows(
         client,
         names,
         rows.filter((row) => !row.delayed_beyond),
         options,
-        { maxMessageBytes: deps.destination.maxMessageBytes, loadOversized },
+        {
+          maxMessageBytes: deps.destination.maxMessageBytes,
+          loadOversized,
+          ...(allowanceMs > 0
+            ? {
+                timeouts: {
+                  statementMs: options.statementTimeoutMs,
+                  walkMs: options.statementTimeoutMs + allowanceMs,
+                },
+              }
+            : {}),
+        },
       );
       results.push(...rows.filter((row) => row.delayed_beyond).map(delayedTooLong));
+      // The publish scales with what was loaded past the budget (the claim check uploads it), within allowanceMs.
+      const publishMs = options.publishTimeoutMs + pastBudgetMs(loadedBytes, options.batchMaxBytes);
       results.push(
         ...(await publishRows(deps.destination, sendable, {
           concurrency: options.concurrency,
-          signal: AbortSignal.timeout(options.publishTimeoutMs),
+          signal: AbortSignal.timeout(publishMs),
         })),
       );
       const outcomes = results.flatMap((result) => toOutcome(result, options));
@@ -390,6 +421,7 @@ async function claimPublishRecord(
       );
       const report = emptyReport(0);
       report.claimed = rows.length;
+      report.loadTimeouts = loadTimeouts;
       const destinationOf = deps.destination.destinationOf?.bind(deps.destination);
       const perDestination: Record<string, DestinationCounts> = {};
       for (const result of results) {
@@ -435,8 +467,8 @@ async function loadRows(
   names: OutboxNames,
   rows: readonly ClaimedRow[],
   options: RelayOptions,
-  limits: { maxMessageBytes: number; loadOversized: boolean },
-): Promise<{ sendable: LoadedRow[]; results: PublishResult[] }> {
+  limits: Omit<PayloadLimits, "budgetBytes">,
+): Promise<{ sendable: LoadedRow[]; results: PublishResult[]; loadedBytes: number; loadTimeouts: number }> {
   const loaded = new Map(
     (
       await loadPayloads(
@@ -449,17 +481,24 @@ async function loadRows(
   );
   const sendable: LoadedRow[] = [];
   const results: PublishResult[] = [];
+  let loadedBytes = 0;
+  let loadTimeouts = 0;
   for (const row of rows) {
     const payload = loaded.get(row.id);
     if (payload === undefined || payload.status === "overBudget") {
       results.push({ row, status: "held" });
     } else if (payload.status === "unsendable") {
       results.push({ row, status: "rejected", error: payload.error, permanent: true });
+    } else if (payload.status === "timedOut") {
+      // Slow, not malformed: a transient failure (backoff, never a dead letter), named in last_error.
+      results.push({ row, status: "unsent", error: payload.error });
+      loadTimeouts++;
     } else {
+      loadedBytes += payload.bytes;
       sendable.push({ ...row, payload: payload.payload, headers: payload.headers });
     }
   }
-  return { sendable, results };
+  return { sendable, results, loadedBytes, loadTimeouts };
 }
 
 /**
@@ -537,6 +576,7 @@ function emptyReport(durationMs: number): RoundReport {
     failed: 0,
     deadLettered: 0,
     held: 0,
+    loadTimeouts: 0,
     durationMs,
     publishedEvents: [],
     failedEvents: [],

@@ -5,6 +5,7 @@ import { ConfigError, OutboxError } from "../outbox/errors.ts";
 import { outboxNames } from "../outbox/names.ts";
 import type { Logger } from "../util/logger.ts";
 import { type RelaySummary, type RoundReport, roundReserveMs, runRelay } from "./engine.ts";
+import { oversizeAllowanceMs } from "./loadBudget.ts";
 import { OrderKeyGuard } from "./orderKey.ts";
 import type { RelayConfig } from "./settings.ts";
 import { hasPendingEvents } from "./sql/pendingEvents.ts";
@@ -93,8 +94,13 @@ export class NoProgressError extends OutboxError {
  * Checked on every invocation, because the Lambda timeout is only known from the context (Lambda exposes no
  * variable for it), and each invocation gets the whole timeout.
  */
-export function invocationDeadline(config: RelayConfig, now: number, remainingMs: number): number {
-  const reserve = roundReserveMs(config.relay);
+export function invocationDeadline(
+  config: RelayConfig,
+  now: number,
+  remainingMs: number,
+  maxMessageBytes = 0,
+): number {
+  const reserve = roundReserveMs(config.relay, maxMessageBytes);
   const budget = Math.min(
     remainingMs - config.budgetMarginMs,
     config.maxDurationMs ?? Number.POSITIVE_INFINITY,
@@ -106,7 +112,7 @@ export function invocationDeadline(config: RelayConfig, now: number, remainingMs
         `RELAY_BUDGET_MARGIN_MS=${config.budgetMarginMs}` +
         `${config.maxDurationMs === undefined ? "" : `, capped by RELAY_MAX_DURATION_MS=${config.maxDurationMs}`}) ` +
         `cannot fit one round, which reserves ${reserve} ms (RELAY_PUBLISH_TIMEOUT_MS + 3 x ` +
-        `RELAY_STATEMENT_TIMEOUT_MS): set the Lambda timeout to at least ${minimumTimeoutS} s` +
+        `RELAY_STATEMENT_TIMEOUT_MS${reserveAllowanceText(config, maxMessageBytes)}): set the Lambda timeout to at least ${minimumTimeoutS} s` +
         `${config.maxDurationMs === undefined ? "" : ` and RELAY_MAX_DURATION_MS to at least ${reserve}`}, ` +
         "or lower those timeouts",
     );
@@ -115,14 +121,31 @@ export function invocationDeadline(config: RelayConfig, now: number, remainingMs
 }
 
 /** Cold-start form of the same rule, for the one setting known without a context. */
-export function checkMaxDuration(config: RelayConfig): void {
-  const reserve = roundReserveMs(config.relay);
+export function checkMaxDuration(config: RelayConfig, maxMessageBytes = 0): void {
+  const reserve = roundReserveMs(config.relay, maxMessageBytes);
   if (config.maxDurationMs !== undefined && config.maxDurationMs < reserve) {
     throw new ConfigError(
       `RELAY_MAX_DURATION_MS=${config.maxDurationMs} cannot fit one round, which reserves ${reserve} ms ` +
-        "(RELAY_PUBLISH_TIMEOUT_MS + 3 x RELAY_STATEMENT_TIMEOUT_MS): raise it or lower those timeouts",
+        `(RELAY_PUBLISH_TIMEOUT_MS + 3 x RELAY_STATEMENT_TIMEOUT_MS${reserveAllowanceText(config, maxMessageBytes)}): ` +
+        "raise it or lower those timeouts",
     );
   }
+}
+
+function reserveAllowanceText(config: RelayConfig, maxMessageBytes: number): string {
+  const allowanceMs = oversizeAllowanceMs(maxMessageBytes, config.relay.batchMaxBytes);
+  return allowanceMs === 0
+    ? ""
+    : ` + 2 x ${allowanceMs} ms to load and send a ${maxMessageBytes}-byte payload`;
+}
+
+/**
+ * The pool's client-side query timeout: past the longest statement the relay sends, the load that may take a
+ * row past its budget (loadBudget.ts), so a slow but live load is ended by its server-side statement_timeout
+ * (and recorded on its row), not by the client discarding the session.
+ */
+export function longestStatementMs(config: RelayConfig, maxMessageBytes: number): number {
+  return config.relay.statementTimeoutMs + oversizeAllowanceMs(maxMessageBytes, config.relay.batchMaxBytes);
 }
 
 /**

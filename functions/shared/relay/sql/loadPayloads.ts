@@ -1,7 +1,8 @@
 import type { Queryable } from "../../db/session.ts";
-import { isRowDataError } from "../../db/sqlstate.ts";
+import { isRowDataError, isStatementCanceled } from "../../db/sqlstate.ts";
 import type { OutboxNames } from "../../outbox/names.ts";
 import { CLAIM_CHECK_HINT } from "../../outbox/payloadPointer.ts";
+import { LOAD_TIMEOUT_ERROR } from "../loadBudget.ts";
 
 export interface PayloadLimits {
   /** The queue's MaximumMessageSize. */
@@ -14,6 +15,11 @@ export interface PayloadLimits {
    * loading one would multiply that (engine.ts, OversizeGate).
    */
   loadOversized?: boolean;
+  /**
+   * The walk's statement_timeout when the round may load a row past its budget (relay/loadBudget.ts), and the
+   * round's own to restore after it. Unset: the round's statement_timeout throughout.
+   */
+  timeouts?: { statementMs: number; walkMs: number };
 }
 
 /**
@@ -23,11 +29,14 @@ export interface PayloadLimits {
  * - `unsendable`: certainly over the queue's limit (found from sizes computed in SQL, the text never left the
  *   database), or the database could not produce its text at all; `error` says which and by how much.
  * - `overBudget`: sendable, but the round's byte budget was spent by the rows before it; left for a later round.
+ * - `timedOut`: the walk that was to load it (it first) hit its statement_timeout: the database or the network
+ *   too slow for its size. Not the row's fault: the relay counts a transient failure, never a dead letter.
  */
 export type LoadedPayload =
   | { id: string; status: "loaded"; payload: string; headers: unknown; bytes: number }
   | { id: string; status: "unsendable"; error: string }
-  | { id: string; status: "overBudget" };
+  | { id: string; status: "overBudget" }
+  | { id: string; status: "timedOut"; error: string };
 
 /**
  * jsonb never takes more than 6 bytes per byte of its compact JSON text (measured worst case: an array of
@@ -225,12 +234,37 @@ export async function walkUnderSavepoints(
   budgetBytes: number,
   loadFirst: boolean,
 ): Promise<LoadedPayload[]> {
+  // Only the walk that may load a row past the budget gets the longer timeout; set before the savepoints, so a
+  // rollback to one keeps it, and restored after (transaction-local either way).
+  const timeouts = loadFirst ? limits.timeouts : undefined;
+  if (timeouts !== undefined) await setStatementTimeout(db, timeouts.walkMs);
+  const loaded = await walkOrRowByRow(db, names, ids, limits, budgetBytes, loadFirst);
+  if (timeouts !== undefined) await setStatementTimeout(db, timeouts.statementMs);
+  return loaded;
+}
+
+async function setStatementTimeout(db: Queryable, ms: number): Promise<void> {
+  await db.query("select set_config('statement_timeout', $1, true)", [`${ms}ms`]);
+}
+
+async function walkOrRowByRow(
+  db: Queryable,
+  names: OutboxNames,
+  ids: readonly string[],
+  limits: PayloadLimits,
+  budgetBytes: number,
+  loadFirst: boolean,
+): Promise<LoadedPayload[]> {
   await db.query("savepoint load_payloads");
   try {
     const rows = await query(db, names, ids, limits, budgetBytes, loadFirst);
     await db.query("release savepoint load_payloads");
     return rows.map((row) => toLoaded(row, limits));
   } catch (error) {
+    if (isStatementCanceled(error)) {
+      await db.query("rollback to savepoint load_payloads");
+      return timedOut(db, names, ids, limits, loadFirst);
+    }
     if (!isRowDataError(error)) throw error;
     await db.query("rollback to savepoint load_payloads");
   }
@@ -238,7 +272,7 @@ export async function walkUnderSavepoints(
   const loaded: LoadedPayload[] = [];
   let remaining = budgetBytes;
   let loadedAny = !loadFirst;
-  for (const id of ids) {
+  for (const [index, id] of ids.entries()) {
     await db.query("savepoint load_payload");
     try {
       const [row] = await query(db, names, [id], limits, remaining, !loadedAny);
@@ -251,6 +285,11 @@ export async function walkUnderSavepoints(
       }
       loaded.push(result);
     } catch (error) {
+      if (isStatementCanceled(error)) {
+        await db.query("rollback to savepoint load_payload");
+        loaded.push(...(await timedOut(db, names, ids.slice(index), limits, !loadedAny)));
+        return loaded;
+      }
       if (!isRowDataError(error)) throw error;
       await db.query("rollback to savepoint load_payload");
       const code = (error as { code?: string }).code;
@@ -262,6 +301,41 @@ export async function walkUnderSavepoints(
     }
   }
   return loaded;
+}
+
+/**
+ * The walk over `ids` hit its statement_timeout. The row it began with takes the failure: a walk loads a row past
+ * the budget only as its first sendable row (the others load within the budget the timeouts are sized for), and
+ * the row that waits longest for its group is the one to name. The rest are held for the next round; the named
+ * row is in backoff then, so a different row leads that walk. Its size comes from the insert trigger's bound (a
+ * column read, nothing printed) so the error says how much was to load.
+ */
+async function timedOut(
+  db: Queryable,
+  names: OutboxNames,
+  ids: readonly string[],
+  limits: PayloadLimits,
+  loadFirst: boolean,
+): Promise<LoadedPayload[]> {
+  const [first, ...rest] = ids;
+  if (first === undefined) return [];
+  const { rows } = await db.query<{ bound: string | null; stored: number }>(
+    `select text_bytes_bound::text as bound, pg_column_size(payload) as stored from ${names.qualified} where id = $1`,
+    [first],
+  );
+  const size =
+    rows[0]?.bound === null || rows[0]?.bound === undefined
+      ? `${rows[0]?.stored ?? "?"} bytes stored`
+      : `up to ${rows[0].bound} bytes of JSON text`;
+  const ms = loadFirst && limits.timeouts !== undefined ? limits.timeouts.walkMs : undefined;
+  const error =
+    `${LOAD_TIMEOUT_ERROR} the load's statement_timeout${ms === undefined ? "" : ` of ${ms} ms`} ` +
+    `(${size}${ids.length > 1 ? `, loaded with up to ${ids.length - 1} rows after it` : ""}): the database or ` +
+    "the network too slow for its size; retried with backoff, never dead-lettered (docs/large-payloads.md)";
+  return [
+    { id: first, status: "timedOut", error },
+    ...rest.map((id) => ({ id, status: "overBudget" as const })),
+  ];
 }
 
 async function query(
