@@ -160,7 +160,8 @@ export function createDestination(scope: Construct, props: DestinationProps): De
     created: true,
     defaultMaxMessageBytes: SQS_MAX_MESSAGE_BYTES,
     sizeKnown: true,
-    limitName: limitName("sqs-fifo", queue),
+    // The name fixed above, not the queue's attribute (a token until CloudFormation resolves it).
+    limitName: Token.isUnresolved(queueName) ? limitName("sqs-fifo", queue) : `sqs-fifo:${queueName}`,
   };
 }
 

@@ -142,9 +142,12 @@ describe("OutboxRelay: the destinations' message limit, for the relay and for th
       claimCheck: true,
       maxPayloadBytes: 8 * MIB,
     });
+    // The construct's own queue: 1 MiB, named by the name it fixes (not a token).
     expect(outboxStack(() => ({})).relay.outboxLimits).toMatchObject({
       claimCheck: false,
       maxPayloadBytes: MIB,
+      maxMessageBytes: MIB,
+      limitedBy: expect.stringMatching(/^sqs-fifo:[A-Za-z0-9_-]+-queue\.fifo$/),
     });
   });
 });

@@ -61,8 +61,8 @@ function limitsRowSql(names: OutboxNames): string {
 
 /**
  * The insert's gate: true when every event fits. Parameters from `first` (all text, cast here, so each data
- * library's driver binds them alike): message sizes, body sizes, whether each could go through S3, and the
- * caller's message cap, payload cap and claim check.
+ * library's driver binds them alike): the caller's message cap, claim check and payload cap, then each event's
+ * message size, body size and whether it could go through S3.
  */
 export function limitsGate(
   names: OutboxNames,
@@ -71,23 +71,24 @@ export function limitsGate(
   caller: CallerLimits,
 ): { sql: string; params: unknown[] } {
   const p = (offset: number) => `$${first + offset}`;
+  // Numbered in the order they appear: Knex binds `?` placeholders by position (transactionHandle.ts).
   const sql = `(select coalesce(bool_and(
-        s.message_bytes <= least(l.max_message_bytes, ${p(3)}::text::integer)
-        or ((l.claim_check or ${p(5)}::text::boolean) and s.via_s3
-            and s.body_bytes <= least(l.max_payload_bytes, ${p(4)}::text::integer))), true)
-      from unnest(${p(0)}::text[]::integer[], ${p(1)}::text[]::integer[], ${p(2)}::text[]::boolean[])
+        s.message_bytes <= least(l.max_message_bytes, ${p(0)}::text::integer)
+        or ((l.claim_check or ${p(1)}::text::boolean) and s.via_s3
+            and s.body_bytes <= least(l.max_payload_bytes, ${p(2)}::text::integer))), true)
+      from unnest(${p(3)}::text[]::integer[], ${p(4)}::text[]::integer[], ${p(5)}::text[]::boolean[])
              as s(message_bytes, body_bytes, via_s3)
       cross join (${limitsRowSql(names)}) as l)`;
   return {
     sql,
     params: [
+      // No cap is the largest value the row can hold, so no parameter is ever null (drivers bind null unalike).
+      String(caller.maxMessageBytes ?? DEFAULT_OUTBOX_LIMITS.maxMessageBytes),
+      String(caller.maxPayloadBytes !== undefined),
+      String(caller.maxPayloadBytes ?? MAX_PAYLOAD_BYTES_LIMIT),
       sizes.map((size) => String(size.messageBytes)),
       sizes.map((size) => String(size.bodyBytes)),
       sizes.map((size) => String(viaS3(size))),
-      // No cap is the largest value the row can hold, so no parameter is ever null (drivers bind null unalike).
-      String(caller.maxMessageBytes ?? DEFAULT_OUTBOX_LIMITS.maxMessageBytes),
-      String(caller.maxPayloadBytes ?? MAX_PAYLOAD_BYTES_LIMIT),
-      String(caller.maxPayloadBytes !== undefined),
     ],
   };
 }
