@@ -19,7 +19,7 @@ import type { Logger } from "../../functions/shared/util/logger.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
-import { PRIVATE } from "../support/privateSchema.ts";
+import { PRIVATE, PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 import { drain as drainPool, testRelayOptions } from "../support/relay.ts";
 import { quoteRole, uniqueRoleName } from "../support/roles.ts";
@@ -254,7 +254,7 @@ describe("a login someone else created first (issue 39, finding 9)", () => {
         new RegExp(`login "${squatted}" .* exists but is not a member of "outbox_relay:`),
       );
       const { rows } = await db.pool.query(
-        "select pg_has_role($1, (select role_name from outbox_roles where job = 'relay'), 'member') as member",
+        `select pg_has_role($1, (select role_name from ${PRIVATE}.outbox_roles where job = 'relay'), 'member') as member`,
         [squatted],
       );
       expect(rows[0]?.member).toBe(false);
