@@ -6,6 +6,7 @@ import { serializePayload } from "../../functions/shared/outbox/message.ts";
 import { MAX_PAYLOAD_BYTES_LIMIT } from "../../functions/shared/outbox/payloadPointer.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 
 /**
@@ -35,7 +36,9 @@ describe("enqueue at the claim check's maximum payload", () => {
   const options = { maxPayloadBytes: MAX_PAYLOAD_BYTES_LIMIT };
 
   it("takes one string of 64 MiB: exactly the largest payload, and refuses one byte more by name", async () => {
-    await db.pool.query("update outbox_limits set max_payload_bytes = $1", [MAX_PAYLOAD_BYTES_LIMIT]);
+    await db.pool.query(`update ${PRIVATE}.outbox_limits set max_payload_bytes = $1`, [
+      MAX_PAYLOAD_BYTES_LIMIT,
+    ]);
     // {"blob":"…"}: 11 bytes around the string.
     const blob = hexText(MAX_PAYLOAD_BYTES_LIMIT - 11);
     const payload = { blob };
@@ -50,7 +53,9 @@ describe("enqueue at the claim check's maximum payload", () => {
   }, 120_000);
 
   it("takes 64 MiB of many strings between numbers with exponents, sized as Postgres prints them", async () => {
-    await db.pool.query("update outbox_limits set max_payload_bytes = $1", [MAX_PAYLOAD_BYTES_LIMIT]);
+    await db.pool.query(`update ${PRIVATE}.outbox_limits set max_payload_bytes = $1`, [
+      MAX_PAYLOAD_BYTES_LIMIT,
+    ]);
     // 1,000 strings of 64 KiB, each followed by a number jsonb prints longer (1e-7 → 0.0000001).
     const text = hexText(65_536);
     const payload = Array.from({ length: 1_000 }, (_, i) => ({ s: text, n: (i + 1) * 1e-7 }));

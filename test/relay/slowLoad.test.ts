@@ -11,6 +11,7 @@ import { oversizeAllowanceMs } from "../../functions/shared/relay/loadBudget.ts"
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 import { queueDestination, testRelayOptions } from "../support/relay.ts";
 import { createFifoQueue, sqsClient } from "../support/sqs.ts";
@@ -38,7 +39,7 @@ let queueUrl: string;
 beforeAll(async () => {
   await s3.send(new CreateBucketCommand({ Bucket: bucket }));
   queueUrl = await createFifoQueue(sqs, "slow-load");
-  await db.pool.query("update outbox_limits set max_payload_bytes = 67108864");
+  await db.pool.query(`update ${PRIVATE}.outbox_limits set max_payload_bytes = 67108864`);
   const url = new URL(db.url);
   proxy = await startThrottlingTcpProxy(Number(url.port));
   url.hostname = "127.0.0.1";
