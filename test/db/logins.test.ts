@@ -19,7 +19,7 @@ import type { Logger } from "../../functions/shared/util/logger.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
-import { PRIVATE, PRIVATE } from "../support/privateSchema.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 import { drain as drainPool, testRelayOptions } from "../support/relay.ts";
 import { quoteRole, uniqueRoleName } from "../support/roles.ts";
