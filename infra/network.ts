@@ -1,3 +1,4 @@
+import { Lazy, Stack } from "aws-cdk-lib";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
 import type { Construct } from "constructs";
 
@@ -53,17 +54,41 @@ export function functionSecurityGroups(scope: Construct, props: NetworkProps): e
  * group's own SecurityGroupEgress, the property ends up empty, and EC2 gives a group created without egress
  * rules its default allow-all-outbound rule. The placeholder (ICMP type 252 code 86 to 255.255.255.255/32, which
  * matches nothing) keeps the property non-empty, so the default rule is never added.
+ *
+ * The property is rendered at synth from the group's own inline rules (an address rule such as the S3 gateway
+ * endpoint's HTTPS, added before or after this call), the placeholder only when there are none: a fixed override
+ * would replace the whole property and silently drop every inline rule.
  */
 export function denyUnlistedEgress(group: ec2.SecurityGroup): void {
-  (group.node.defaultChild as ec2.CfnSecurityGroup).addPropertyOverride("SecurityGroupEgress", [
-    {
-      CidrIp: "255.255.255.255/32",
-      Description: "Disallow all traffic",
-      IpProtocol: "icmp",
-      FromPort: 252,
-      ToPort: 86,
-    },
-  ]);
+  const cfn = group.node.defaultChild as ec2.CfnSecurityGroup;
+  const listed: unknown = cfn.securityGroupEgress;
+  cfn.addPropertyOverride(
+    "SecurityGroupEgress",
+    Lazy.any({
+      produce: () => {
+        const rules = (Stack.of(group).resolve(listed) ?? []) as Record<string, unknown>[];
+        const inline = rules
+          .map(cloudFormationRule)
+          .filter((rule) => rule.CidrIp !== NO_TRAFFIC.CidrIp || rule.IpProtocol !== NO_TRAFFIC.IpProtocol);
+        return inline.length > 0 ? inline : [NO_TRAFFIC];
+      },
+    }),
+  );
+}
+
+const NO_TRAFFIC = {
+  CidrIp: "255.255.255.255/32",
+  Description: "Disallow all traffic",
+  IpProtocol: "icmp",
+  FromPort: 252,
+  ToPort: 86,
+};
+
+/** CDK keeps inline rules in the L1's property names (`cidrIp`); the template's are capitalized (`CidrIp`). */
+function cloudFormationRule(rule: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(rule).map(([key, value]) => [`${key.charAt(0).toUpperCase()}${key.slice(1)}`, value]),
+  );
 }
 
 /** What withServiceEndpoints reads of the database props. */

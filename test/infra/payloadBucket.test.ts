@@ -10,8 +10,30 @@ import {
   nagFindings,
   newApp,
   outboxStack,
+  type Resource,
   resources,
 } from "../support/template.ts";
+
+type EgressRule = { IpProtocol: string; FromPort: number; ToPort: number; CidrIp?: string };
+
+function relayFunction(template: Template): Resource {
+  const found = resources(template, "AWS::Lambda::Function").filter(([id]) => /RelayFunction/.test(id));
+  expect(found).toHaveLength(1);
+  return (found[0] as [string, Resource])[1];
+}
+
+/** A group's egress as EC2 will hold it: its own SecurityGroupEgress plus the separate egress resources on it. */
+function egressRules(template: Template, group: unknown): EgressRule[] {
+  const id = (group as { "Fn::GetAtt"?: [string, string] })["Fn::GetAtt"]?.[0];
+  const own =
+    id === undefined
+      ? []
+      : ((template.toJSON().Resources[id] as Resource).Properties?.SecurityGroupEgress ?? []);
+  const separate = resources(template, "AWS::EC2::SecurityGroupEgress")
+    .filter(([, rule]) => JSON.stringify(rule.Properties?.GroupId) === JSON.stringify(group))
+    .map(([, rule]) => rule.Properties);
+  return [...(own as EgressRule[]), ...(separate as EgressRule[])];
+}
 
 /** Issue 31: OutboxRelay's opt-in `largePayloads` (the claim check's bucket, grants and endpoint). */
 describe("OutboxRelay largePayloads", () => {
@@ -102,6 +124,54 @@ describe("OutboxRelay largePayloads", () => {
     expect(JSON.stringify(resources(template, "AWS::EC2::VPCEndpoint"))).toMatch(/\.s3"/);
     // Without interface endpoints (a NAT route), no gateway endpoint.
     expect(resources(withConsumer().template, "AWS::EC2::VPCEndpoint")).toEqual([]);
+  });
+
+  it("leaves the relay a path to S3 on 443 in every variant (NAT, interface endpoints, endpoints + given SQS)", () => {
+    const behindEndpoints = (sqsGiven: boolean) => {
+      const stack = new Stack(newApp(), "Endpoints");
+      const { vpc, secret } = importedNetwork(stack);
+      const secrets = new ec2.InterfaceVpcEndpoint(stack, "SecretsEndpoint", {
+        vpc,
+        service: ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
+        open: false,
+      });
+      const sqsEndpoint = new ec2.InterfaceVpcEndpoint(stack, "SqsEndpoint", {
+        vpc,
+        service: ec2.InterfaceVpcEndpointAwsService.SQS,
+        open: false,
+      });
+      new OutboxRelay(stack, "Outbox", {
+        database: { secret, vpc, vpcEndpoints: sqsGiven ? [secrets, sqsEndpoint] : [secrets] },
+        migrations: false,
+        largePayloads: {},
+      });
+      return Template.fromStack(stack);
+    };
+    for (const [variant, template] of [
+      ["NAT", withConsumer().template],
+      ["endpoints", behindEndpoints(true)],
+      ["endpoints, SQS created", behindEndpoints(false)],
+    ] as const) {
+      const relay = relayFunction(template);
+      const groups = (relay.Properties as { VpcConfig: { SecurityGroupIds: unknown[] } }).VpcConfig
+        .SecurityGroupIds;
+      const rules = groups.flatMap((group) => egressRules(template, group));
+      expect(
+        rules.some(
+          (rule) =>
+            rule.IpProtocol === "tcp" &&
+            rule.FromPort <= 443 &&
+            rule.ToPort >= 443 &&
+            rule.CidrIp === "0.0.0.0/0",
+        ),
+        `${variant}: ${JSON.stringify(rules)}`,
+      ).toBe(true);
+      // Still nothing else: the listed rules are HTTPS and the endpoints' groups.
+      expect(
+        rules.filter((rule) => rule.IpProtocol === "-1"),
+        variant,
+      ).toEqual([]);
+    }
   });
 
   it("passes cdk-nag with no unacknowledged finding", () => {
