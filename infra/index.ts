@@ -3,6 +3,7 @@
 export { OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 export type { OutboxLoginRotationProps, OutboxLoginsProps } from "./logins.ts";
 export { stackCreationSuffix } from "./naming.ts";
+export type { CreateEndpoints } from "./network.ts";
 export {
   type OutboxAlarmProps,
   type OutboxDatabaseProps,

@@ -44,13 +44,14 @@ import {
 import { type LoginSecrets, loginSecrets, type OutboxLoginsProps } from "./logins.ts";
 import { DEFAULT_MIGRATIONS_DIR, hashMigrations, MIGRATE_TIMEOUT, migrationsResource } from "./migrations.ts";
 import { claimMetricsIdentity, DEFAULT_METRICS_NAMESPACE, defaultServicePrefix } from "./naming.ts";
-import { type EndpointService, functionSecurityGroups, withServiceEndpoints } from "./network.ts";
 import {
-  grantPayloadWrite,
-  type LargePayloadsProps,
-  payloadBucket,
-  s3GatewayEndpoint,
-} from "./payloadBucket.ts";
+  type CreateEndpoints,
+  createEndpointsOf,
+  type EndpointService,
+  functionSecurityGroups,
+  withServiceEndpoints,
+} from "./network.ts";
+import { grantPayloadWrite, type LargePayloadsProps, payloadBucket, s3Route } from "./payloadBucket.ts";
 import {
   DEFAULT_BATCH_MAX_BYTES,
   DEFAULT_BUDGET_MARGIN_MS,
@@ -98,15 +99,24 @@ export interface OutboxDatabaseProps {
    */
   readonly vpcEndpoints?: ec2.IConnectable[];
   /**
+   * What the construct may add to the VPC: the interface endpoints `vpcEndpoints` lacks for the destinations'
+   * services, and with `largePayloads` an S3 gateway endpoint. `openToVpc`: created, private DNS on, open to the
+   * VPC's CIDR (every workload of the VPC keeps reaching the service). `functionsOnly`: created, admitting only the
+   * Lambdas (other workloads of the VPC lose that service: for a VPC nothing else uses). `none`: nothing; give
+   * each endpoint, and S3 a route of the VPC's own. Default `openToVpc` for a VPC created in this app, `none` for
+   * an imported one (docs/deploy.md, "VPC endpoints").
+   */
+  readonly createEndpoints?: CreateEndpoints;
+  /**
    * With a bus destination behind `vpcEndpoints`: the EventBridge interface endpoint the relay publishes through.
-   * Default: one created here (private DNS on, open only to the Lambdas); give yours if the VPC has one already
-   * (two endpoints of one service with private DNS cannot share a VPC).
+   * Default: one created as `createEndpoints` says; give yours if the VPC has one already (two endpoints of one
+   * service with private DNS cannot share a VPC).
    */
   readonly eventBridgeEndpoint?: ec2.IInterfaceVpcEndpoint;
   /**
    * With `routes` behind `vpcEndpoints`: the interface endpoint of each service the routes publish through (`sqs`,
    * `sns`, `kinesis`, `events`). Default: one of `vpcEndpoints` this app made for that service, else one created
-   * here (private DNS on, open only to the Lambdas); give yours if the VPC has one already.
+   * as `createEndpoints` says; give yours if the VPC has one already.
    */
   readonly routeEndpoints?: Partial<Record<EndpointService, ec2.IInterfaceVpcEndpoint>>;
   /**
@@ -435,9 +445,13 @@ export class OutboxRelay extends Construct {
       props.largePayloads === undefined ? undefined : payloadBucket(this, props.largePayloads, removalPolicy);
     if (payloads !== undefined) {
       this.payloadBucket = payloads.bucket;
-      if (vpcEndpoints !== undefined && vpcEndpoints.length > 0) {
-        s3GatewayEndpoint(this, db.vpc, db.vpcSubnets, this.securityGroups);
-      }
+      s3Route(this, {
+        vpc: db.vpc,
+        subnets: db.vpcSubnets,
+        groups: this.securityGroups,
+        behindEndpoints: vpcEndpoints !== undefined && vpcEndpoints.length > 0,
+        create: createEndpointsOf(db),
+      });
     }
     const placement: FunctionPlacement = {
       vpc: db.vpc,

@@ -330,6 +330,8 @@ describe("smaller deploy-time findings", () => {
           open: false,
         }),
       ],
+      // An imported VPC: created only when asked (endpoints.test.ts).
+      createEndpoints: "functionsOnly",
     }));
     const [endpointId, endpoint] = only(template, "AWS::EC2::VPCEndpoint", "OutboxEventBridgeEndpoint");
     expect(JSON.stringify(endpoint.Properties?.ServiceName)).toMatch(/\.events"/);

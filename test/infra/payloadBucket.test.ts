@@ -112,7 +112,8 @@ describe("OutboxRelay largePayloads", () => {
       open: false,
     });
     new OutboxRelay(stack, "Outbox", {
-      database: { secret, vpc, vpcEndpoints: [sqsEndpoint] },
+      // An imported VPC: its route tables get an S3 gateway endpoint only when asked (endpoints.test.ts).
+      database: { secret, vpc, vpcEndpoints: [sqsEndpoint], createEndpoints: "functionsOnly" },
       migrations: false,
       largePayloads: {},
     });
@@ -122,7 +123,7 @@ describe("OutboxRelay largePayloads", () => {
       RouteTableIds: ["rtb-0123456789abcdef0"],
     });
     expect(JSON.stringify(resources(template, "AWS::EC2::VPCEndpoint"))).toMatch(/\.s3"/);
-    // Without interface endpoints (a NAT route), no gateway endpoint.
+    // Without interface endpoints (a NAT route) in an imported VPC, no gateway endpoint; NAT carries S3.
     expect(resources(withConsumer().template, "AWS::EC2::VPCEndpoint")).toEqual([]);
   });
 
@@ -141,7 +142,12 @@ describe("OutboxRelay largePayloads", () => {
         open: false,
       });
       new OutboxRelay(stack, "Outbox", {
-        database: { secret, vpc, vpcEndpoints: sqsGiven ? [secrets, sqsEndpoint] : [secrets] },
+        database: {
+          secret,
+          vpc,
+          vpcEndpoints: sqsGiven ? [secrets, sqsEndpoint] : [secrets],
+          ...(sqsGiven ? {} : { createEndpoints: "functionsOnly" as const }),
+        },
         migrations: false,
         largePayloads: {},
       });
