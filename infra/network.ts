@@ -229,7 +229,10 @@ function vpcCidr(vpc: ec2.IVpc): string {
 }
 
 /** Whether `endpoint` is an interface endpoint of this app for `service` (its template names the service). */
-function isEndpointOf(endpoint: ec2.IConnectable, service: ec2.InterfaceVpcEndpointAwsService): boolean {
+export function isEndpointOf(
+  endpoint: ec2.IConnectable,
+  service: ec2.InterfaceVpcEndpointAwsService,
+): boolean {
   if (!(endpoint instanceof ec2.InterfaceVpcEndpoint)) return false;
   const cfn = endpoint.node.defaultChild as ec2.CfnVPCEndpoint;
   // `com.amazonaws.<region>.<short name><suffix>`, the suffix a token (empty but in China's partition).

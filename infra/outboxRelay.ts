@@ -462,7 +462,7 @@ export class OutboxRelay extends Construct {
     };
 
     // --- Logins of the relay and the purge: generated secrets; the migrations make the logins ------------------
-    const logins = this.#logins(props, database);
+    const logins = this.#logins(props, database, vpcEndpoints ?? []);
     if (logins !== undefined) {
       this.relayLoginSecret = logins.relay;
       this.purgeLoginSecret = logins.purge;
@@ -836,7 +836,11 @@ export class OutboxRelay extends Construct {
   }
 
   /** The logins' secrets, when `database.logins` asks for them or defaults to them (see its doc). */
-  #logins(props: OutboxRelayProps, database: ResolvedDatabase): LoginSecrets | undefined {
+  #logins(
+    props: OutboxRelayProps,
+    database: ResolvedDatabase,
+    vpcEndpoints: readonly ec2.IConnectable[],
+  ): LoginSecrets | undefined {
     const db = props.database;
     const target = db.cluster ?? db.instance;
     const byDefault =
@@ -864,6 +868,7 @@ export class OutboxRelay extends Construct {
       table: props.outboxTable ?? DEFAULT_TABLE,
       rotation: options.rotation ?? {},
       logRetention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+      vpcEndpoints,
     });
   }
 
