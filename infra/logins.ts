@@ -16,7 +16,7 @@ export interface OutboxLoginRotationProps {
   /**
    * The Secrets Manager interface endpoint the rotation Lambdas call (a VPC without NAT); it admits their security
    * group on 443. Default: the Secrets Manager endpoint among `database.vpcEndpoints` (one this app made), else
-   * the public hostname (NAT). Behind `vpcEndpoints` with none of them recognizable, synth asks for it.
+   * the public hostname (NAT, or an imported endpoint's private DNS: each of `vpcEndpoints` then admits them).
    */
   readonly endpoint?: ec2.IInterfaceVpcEndpoint;
   /**
@@ -65,10 +65,12 @@ export function loginSecrets(
   const tag = createHash("sha256").update(scope.node.path).digest("hex").slice(0, 8);
   const schedules: IDependable[] = [];
   const rotationFunctionNames: string[] = [];
-  const endpoint =
-    props.rotation === false ? undefined : rotationEndpoint(props.rotation, props.vpcEndpoints);
+  const { endpoint, admitting } =
+    props.rotation === false
+      ? { endpoint: undefined, admitting: [] }
+      : rotationEndpoints(props.rotation, props.vpcEndpoints);
   let rotationGroup: ec2.ISecurityGroup | undefined;
-  if (props.rotation !== false && endpoint !== undefined) {
+  if (props.rotation !== false && admitting.length > 0) {
     // Behind a closed endpoint, whoever calls it must be let in: the rotation Lambdas' group, not only the
     // relay's, or every rotation times out in createSecret (and LoginRotationErrors pages at the first deploy).
     rotationGroup =
@@ -79,7 +81,9 @@ export function loginSecrets(
         // As CDK's own rotation group: the Lambdas reach the database and Secrets Manager, both in the VPC.
         allowAllOutbound: true,
       });
-    endpoint.connections.allowDefaultPortFrom(rotationGroup, "Login rotation Lambdas to Secrets Manager");
+    for (const one of admitting) {
+      one.connections.allowDefaultPortFrom(rotationGroup, "Login rotation Lambdas to Secrets Manager");
+    }
   }
   const login = (job: "relay" | "purge") => {
     const id = job === "relay" ? "RelayLogin" : "PurgeLogin";
@@ -137,24 +141,21 @@ export function loginSecrets(
   return { ...secrets, schedules, rotationFunctionNames };
 }
 
-/** The Secrets Manager endpoint the rotations call: the one given, else the one among the relay's endpoints. */
-function rotationEndpoint(
+/**
+ * The Secrets Manager endpoint the rotations call, and the endpoints that must let them in: the one given; else
+ * the Secrets Manager endpoint among the relay's (one this app made); else, behind endpoints none of which can
+ * be recognized (imported ones), every one of them, the rotations calling the public hostname that their private
+ * DNS answers for.
+ */
+function rotationEndpoints(
   rotation: OutboxLoginRotationProps,
   vpcEndpoints: readonly ec2.IConnectable[],
-): ec2.IInterfaceVpcEndpoint | undefined {
-  if (rotation.endpoint !== undefined) return rotation.endpoint;
-  if (vpcEndpoints.length === 0) return undefined;
+): { endpoint?: ec2.IInterfaceVpcEndpoint; admitting: readonly ec2.IConnectable[] } {
+  if (rotation.endpoint !== undefined) return { endpoint: rotation.endpoint, admitting: [rotation.endpoint] };
   const found = vpcEndpoints.find((one) =>
     isEndpointOf(one, ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
-  );
-  if (found === undefined) {
-    throw new Error(
-      "OutboxRelay database.logins.rotation.endpoint: the Lambdas reach AWS through database.vpcEndpoints, and " +
-        "none of them is a Secrets Manager interface endpoint of this app; give it here, so the login rotations " +
-        "reach Secrets Manager through it (and are let in)",
-    );
-  }
-  return found as ec2.InterfaceVpcEndpoint;
+  ) as ec2.InterfaceVpcEndpoint | undefined;
+  return found === undefined ? { admitting: vpcEndpoints } : { endpoint: found, admitting: [found] };
 }
 
 /**

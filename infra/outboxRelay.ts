@@ -314,7 +314,12 @@ export interface OutboxRelayProps {
   readonly dashboard?: boolean;
   /** Retention of the Lambdas' log groups. Default one month. */
   readonly logRetention?: logs.RetentionDays;
-  /** Removal policy of the queues and log groups. Default RETAIN: they may hold undelivered events and evidence. */
+  /**
+   * Removal policy of the queues, log groups and payload bucket. Default RETAIN_ON_UPDATE_OR_DELETE
+   * (DeletionPolicy RetainExceptOnCreate): kept on stack deletion or replacement, as they may hold undelivered
+   * events and evidence, but deleted when the deploy that created them rolls back, so a failed first deploy
+   * leaves nothing behind to collide with its retry ("already exists" on the queue's name).
+   */
   readonly removalPolicy?: RemovalPolicy;
   /**
    * Payloads too large for the destination go through S3 in the AWS Extended Client format (the claim check,
@@ -385,7 +390,7 @@ export class OutboxRelay extends Construct {
     const database = resolveDatabase(db);
     this.#database = database;
     this.databaseSecret = database.secret;
-    const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
+    const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE;
     const servicePrefix = props.serviceName ?? defaultServicePrefix(this);
     this.metricsNamespace = props.metricsNamespace ?? DEFAULT_METRICS_NAMESPACE;
     claimMetricsIdentity(this, this.metricsNamespace, servicePrefix);

@@ -154,7 +154,8 @@ describe("the example deployed again after cdk destroy", () => {
     } as Record<string, string | undefined>;
     const collisions: string[] = [];
     for (const [id, resource] of Object.entries(template.toJSON().Resources as Record<string, Resource>)) {
-      const retained = (resource as { DeletionPolicy?: string }).DeletionPolicy === "Retain";
+      const policy = (resource as { DeletionPolicy?: string }).DeletionPolicy;
+      const retained = policy === "Retain" || policy === "RetainExceptOnCreate";
       const nameProperty = named[resource.Type];
       if (!retained || nameProperty === undefined) continue;
       const name = resource.Properties?.[nameProperty];
