@@ -34,6 +34,7 @@ import {
   SQS_MAX_MESSAGE_BYTES,
 } from "./destination.ts";
 import { environmentOf } from "./environment.ts";
+import { checkEnvironmentSize } from "./environmentSize.ts";
 import {
   executionRole,
   type FunctionPlacement,
@@ -622,6 +623,7 @@ export class OutboxRelay extends Construct {
       ...payloads?.environment,
     };
 
+    checkEnvironmentSize(this, "relay", relayEnv);
     const { role: relayRole, logGroup: relayLogs } = executionRole(this, "Relay", placement);
     grantSecretRead(this, relayRole, relaySecret);
     if (destination !== undefined) grantRelayPublish(destination, relayRole);
@@ -695,6 +697,7 @@ export class OutboxRelay extends Construct {
         ? {}
         : { ...destination?.environment, [DESTINATION_SETTINGS.routes.env]: routes.json }),
     };
+    checkEnvironmentSize(this, "purge", purgeEnv);
     if (typeof purge.reservedConcurrency === "number") {
       checkIntegerOption("OutboxRelay purge.reservedConcurrency", purge.reservedConcurrency, 1, 1000);
     }
