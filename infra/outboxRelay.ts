@@ -11,7 +11,7 @@ import type * as rds from "aws-cdk-lib/aws-rds";
 import type * as s3 from "aws-cdk-lib/aws-s3";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
-import type * as sqs from "aws-cdk-lib/aws-sqs";
+import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct, Dependable, type IDependable } from "constructs";
 import { DATABASE_SETTINGS, LOGIN_SETTINGS } from "../functions/shared/db/settings.ts";
 import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
@@ -327,11 +327,12 @@ export interface OutboxRelayProps {
    * docs/large-payloads.md). Opt-in; `{}` creates the bucket. The table's payload limit is raised separately.
    */
   readonly largePayloads?: LargePayloadsProps;
-  /** Also create a consumer Lambda reading the queue (infra/consumer.ts); its alarms go to the alarm topic. */
-  readonly consumer?: Omit<
-    OutboxConsumerProps,
-    "queue" | "deadLetterQueue" | "queueVisibilityTimeout" | "maxReceiveCount"
-  >;
+  /**
+   * Also create a consumer Lambda reading the queue (infra/consumer.ts); its alarms go to the alarm topic. With a
+   * given queue, `deadLetterQueue` is the one its consumer's failures land in, alarmed on (default: the queue's
+   * own, when it is a queue of this app that has one); the created queue's dead-letter queue is alarmed already.
+   */
+  readonly consumer?: Omit<OutboxConsumerProps, "queue" | "queueVisibilityTimeout" | "maxReceiveCount">;
 }
 
 /**
@@ -796,11 +797,23 @@ export class OutboxRelay extends Construct {
       // Its oldest-message alarm is the queue's only one (ConsumersStalled is left out): one page per stall, at
       // the relay's threshold unless the consumer sets its own.
       const threshold = props.consumer.oldestMessageAgeSeconds ?? alarmProps.queueOldestMessageAgeSeconds;
+      if (this.consumerDeadLetterQueue !== undefined && props.consumer.deadLetterQueue !== undefined) {
+        throw new Error(
+          "OutboxRelay consumer.deadLetterQueue applies to a given queue: the created queue's dead-letter queue " +
+            "is alarmed already (ConsumerDeadLetters)",
+        );
+      }
+      // A given queue's dead letters page too: the one named, else the queue's own if the app defines it.
+      const deadLetterQueue =
+        this.consumerDeadLetterQueue === undefined
+          ? (props.consumer.deadLetterQueue ?? appDeadLetterQueue(this.queue))
+          : undefined;
       this.consumer = new OutboxConsumer(this, "Consumer", {
         alarmTopic: this.alarmTopic,
         ...props.consumer,
         ...(threshold === undefined ? {} : { oldestMessageAgeSeconds: threshold }),
         ...(payloads === undefined ? {} : { payloadBucket: payloads }),
+        deadLetterQueue,
         queue: this.queue,
       });
     }
@@ -908,6 +921,11 @@ function defaultPlace(queue: sqs.IQueue | undefined, bus: events.IEventBus | und
   if (queue !== undefined) return [{ metricName: `sqs-fifo:${queue.queueName}`, label: "Default" }];
   if (bus !== undefined) return [{ metricName: `eventbridge:${bus.eventBusName}`, label: "Default" }];
   return [];
+}
+
+/** The dead-letter queue of a queue defined in this app (its RedrivePolicy), if any. */
+function appDeadLetterQueue(queue: sqs.IQueue): sqs.IQueue | undefined {
+  return queue instanceof sqs.Queue ? queue.deadLetterQueue?.queue : undefined;
 }
 
 function wholeMinutes(duration: Duration, name: string): Duration {
