@@ -125,7 +125,7 @@ export interface OutboxConsumerProps {
   readonly alarmTopic?: sns.ITopic;
   /** Default one month. */
   readonly logRetention?: logs.RetentionDays;
-  /** Of the log group. Default RETAIN, like the relay's. */
+  /** Of the log group. Default RETAIN_ON_UPDATE_OR_DELETE (RetainExceptOnCreate), like the relay's. */
   readonly removalPolicy?: RemovalPolicy;
 }
 
@@ -199,7 +199,7 @@ export class OutboxConsumer extends Construct implements ec2.IConnectable {
 
     const logGroup = new logs.LogGroup(this, "Logs", {
       retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
-      removalPolicy: props.removalPolicy ?? RemovalPolicy.RETAIN,
+      removalPolicy: props.removalPolicy ?? RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
     });
     const role = new iam.Role(this, "Role", {
       assumedBy: new iam.ServicePrincipal("lambda.amazonaws.com"),

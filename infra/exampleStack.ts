@@ -178,7 +178,8 @@ export class OutboxExampleStack extends Stack {
     });
     const flowLogs = new logs.LogGroup(this, "VpcFlowLogs", {
       retention: logs.RetentionDays.ONE_MONTH,
-      removalPolicy: RemovalPolicy.RETAIN,
+      // Kept as evidence, except when the deploy that created it rolls back.
+      removalPolicy: RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
     });
     vpc.addFlowLog("FlowLog", {
       destination: ec2.FlowLogDestination.toCloudWatchLogs(flowLogs),

@@ -3,6 +3,7 @@
 export { OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 export type { OutboxLoginRotationProps, OutboxLoginsProps } from "./logins.ts";
 export { stackCreationSuffix } from "./naming.ts";
+export type { CreateEndpoints } from "./network.ts";
 // The types of two props (`largePayloads`, `routes`), for an app that builds them apart from the construct.
 export {
   type OutboxAlarmProps,

@@ -11,7 +11,7 @@ import type * as rds from "aws-cdk-lib/aws-rds";
 import type * as s3 from "aws-cdk-lib/aws-s3";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sns from "aws-cdk-lib/aws-sns";
-import type * as sqs from "aws-cdk-lib/aws-sqs";
+import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct, Dependable, type IDependable } from "constructs";
 import { DATABASE_SETTINGS, LOGIN_SETTINGS } from "../functions/shared/db/settings.ts";
 import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
@@ -35,6 +35,7 @@ import {
   SQS_MAX_MESSAGE_BYTES,
 } from "./destination.ts";
 import { environmentOf } from "./environment.ts";
+import { checkEnvironmentSize } from "./environmentSize.ts";
 import {
   executionRole,
   type FunctionPlacement,
@@ -45,14 +46,15 @@ import {
 import { type LoginSecrets, loginSecrets, type OutboxLoginsProps } from "./logins.ts";
 import { DEFAULT_MIGRATIONS_DIR, hashMigrations, MIGRATE_TIMEOUT, migrationsResource } from "./migrations.ts";
 import { claimMetricsIdentity, DEFAULT_METRICS_NAMESPACE, defaultServicePrefix } from "./naming.ts";
-import { type EndpointService, functionSecurityGroups, withServiceEndpoints } from "./network.ts";
-import { outboxLimits } from "./outboxLimits.ts";
 import {
-  grantPayloadWrite,
-  type LargePayloadsProps,
-  payloadBucket,
-  s3GatewayEndpoint,
-} from "./payloadBucket.ts";
+  type CreateEndpoints,
+  createEndpointsOf,
+  type EndpointService,
+  functionSecurityGroups,
+  withServiceEndpoints,
+} from "./network.ts";
+import { outboxLimits } from "./outboxLimits.ts";
+import { grantPayloadWrite, type LargePayloadsProps, payloadBucket, s3Route } from "./payloadBucket.ts";
 import {
   DEFAULT_BATCH_MAX_BYTES,
   DEFAULT_BUDGET_MARGIN_MS,
@@ -100,15 +102,24 @@ export interface OutboxDatabaseProps {
    */
   readonly vpcEndpoints?: ec2.IConnectable[];
   /**
+   * What the construct may add to the VPC: the interface endpoints `vpcEndpoints` lacks for the destinations'
+   * services, and with `largePayloads` an S3 gateway endpoint. `openToVpc`: created, private DNS on, open to the
+   * VPC's CIDR (every workload of the VPC keeps reaching the service). `functionsOnly`: created, admitting only the
+   * Lambdas (other workloads of the VPC lose that service: for a VPC nothing else uses). `none`: nothing; give
+   * each endpoint, and S3 a route of the VPC's own. Default `openToVpc` for a VPC created in this app, `none` for
+   * an imported one (docs/deploy.md, "VPC endpoints").
+   */
+  readonly createEndpoints?: CreateEndpoints;
+  /**
    * With a bus destination behind `vpcEndpoints`: the EventBridge interface endpoint the relay publishes through.
-   * Default: one created here (private DNS on, open only to the Lambdas); give yours if the VPC has one already
-   * (two endpoints of one service with private DNS cannot share a VPC).
+   * Default: one created as `createEndpoints` says; give yours if the VPC has one already (two endpoints of one
+   * service with private DNS cannot share a VPC).
    */
   readonly eventBridgeEndpoint?: ec2.IInterfaceVpcEndpoint;
   /**
    * With `routes` behind `vpcEndpoints`: the interface endpoint of each service the routes publish through (`sqs`,
    * `sns`, `kinesis`, `events`). Default: one of `vpcEndpoints` this app made for that service, else one created
-   * here (private DNS on, open only to the Lambdas); give yours if the VPC has one already.
+   * as `createEndpoints` says; give yours if the VPC has one already.
    */
   readonly routeEndpoints?: Partial<Record<EndpointService, ec2.IInterfaceVpcEndpoint>>;
   /**
@@ -315,18 +326,24 @@ export interface OutboxRelayProps {
   readonly dashboard?: boolean;
   /** Retention of the Lambdas' log groups. Default one month. */
   readonly logRetention?: logs.RetentionDays;
-  /** Removal policy of the queues and log groups. Default RETAIN: they may hold undelivered events and evidence. */
+  /**
+   * Removal policy of the queues, log groups and payload bucket. Default RETAIN_ON_UPDATE_OR_DELETE
+   * (DeletionPolicy RetainExceptOnCreate): kept on stack deletion or replacement, as they may hold undelivered
+   * events and evidence, but deleted when the deploy that created them rolls back, so a failed first deploy
+   * leaves nothing behind to collide with its retry ("already exists" on the queue's name).
+   */
   readonly removalPolicy?: RemovalPolicy;
   /**
    * Payloads too large for the destination go through S3 in the AWS Extended Client format (the claim check,
    * docs/large-payloads.md). Opt-in; `{}` creates the bucket. The table's payload limit is raised separately.
    */
   readonly largePayloads?: LargePayloadsProps;
-  /** Also create a consumer Lambda reading the queue (infra/consumer.ts); its alarms go to the alarm topic. */
-  readonly consumer?: Omit<
-    OutboxConsumerProps,
-    "queue" | "deadLetterQueue" | "queueVisibilityTimeout" | "maxReceiveCount"
-  >;
+  /**
+   * Also create a consumer Lambda reading the queue (infra/consumer.ts); its alarms go to the alarm topic. With a
+   * given queue, `deadLetterQueue` is the one its consumer's failures land in, alarmed on (default: the queue's
+   * own, when it is a queue of this app that has one); the created queue's dead-letter queue is alarmed already.
+   */
+  readonly consumer?: Omit<OutboxConsumerProps, "queue" | "queueVisibilityTimeout" | "maxReceiveCount">;
 }
 
 /**
@@ -391,7 +408,7 @@ export class OutboxRelay extends Construct {
     const database = resolveDatabase(db);
     this.#database = database;
     this.databaseSecret = database.secret;
-    const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
+    const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE;
     const servicePrefix = props.serviceName ?? defaultServicePrefix(this);
     this.metricsNamespace = props.metricsNamespace ?? DEFAULT_METRICS_NAMESPACE;
     claimMetricsIdentity(this, this.metricsNamespace, servicePrefix);
@@ -451,9 +468,13 @@ export class OutboxRelay extends Construct {
       props.largePayloads === undefined ? undefined : payloadBucket(this, props.largePayloads, removalPolicy);
     if (payloads !== undefined) {
       this.payloadBucket = payloads.bucket;
-      if (vpcEndpoints !== undefined && vpcEndpoints.length > 0) {
-        s3GatewayEndpoint(this, db.vpc, db.vpcSubnets, this.securityGroups);
-      }
+      s3Route(this, {
+        vpc: db.vpc,
+        subnets: db.vpcSubnets,
+        groups: this.securityGroups,
+        behindEndpoints: vpcEndpoints !== undefined && vpcEndpoints.length > 0,
+        create: createEndpointsOf(db),
+      });
     }
     const placement: FunctionPlacement = {
       vpc: db.vpc,
@@ -464,7 +485,7 @@ export class OutboxRelay extends Construct {
     };
 
     // --- Logins of the relay and the purge: generated secrets; the migrations make the logins ------------------
-    const logins = this.#logins(props, database);
+    const logins = this.#logins(props, database, vpcEndpoints ?? []);
     if (logins !== undefined) {
       this.relayLoginSecret = logins.relay;
       this.purgeLoginSecret = logins.purge;
@@ -638,6 +659,7 @@ export class OutboxRelay extends Construct {
       ...payloads?.environment,
     };
 
+    checkEnvironmentSize(this, "relay", relayEnv);
     const { role: relayRole, logGroup: relayLogs } = executionRole(this, "Relay", placement);
     grantSecretRead(this, relayRole, relaySecret);
     if (destination !== undefined) grantRelayPublish(destination, relayRole);
@@ -711,6 +733,7 @@ export class OutboxRelay extends Construct {
         ? {}
         : { ...destination?.environment, [DESTINATION_SETTINGS.routes.env]: routes.json }),
     };
+    checkEnvironmentSize(this, "purge", purgeEnv);
     if (typeof purge.reservedConcurrency === "number") {
       checkIntegerOption("OutboxRelay purge.reservedConcurrency", purge.reservedConcurrency, 1, 1000);
     }
@@ -809,11 +832,23 @@ export class OutboxRelay extends Construct {
       // Its oldest-message alarm is the queue's only one (ConsumersStalled is left out): one page per stall, at
       // the relay's threshold unless the consumer sets its own.
       const threshold = props.consumer.oldestMessageAgeSeconds ?? alarmProps.queueOldestMessageAgeSeconds;
+      if (this.consumerDeadLetterQueue !== undefined && props.consumer.deadLetterQueue !== undefined) {
+        throw new Error(
+          "OutboxRelay consumer.deadLetterQueue applies to a given queue: the created queue's dead-letter queue " +
+            "is alarmed already (ConsumerDeadLetters)",
+        );
+      }
+      // A given queue's dead letters page too: the one named, else the queue's own if the app defines it.
+      const deadLetterQueue =
+        this.consumerDeadLetterQueue === undefined
+          ? (props.consumer.deadLetterQueue ?? appDeadLetterQueue(this.queue))
+          : undefined;
       this.consumer = new OutboxConsumer(this, "Consumer", {
         alarmTopic: this.alarmTopic,
         ...props.consumer,
         ...(threshold === undefined ? {} : { oldestMessageAgeSeconds: threshold }),
         ...(payloads === undefined ? {} : { payloadBucket: payloads }),
+        deadLetterQueue,
         queue: this.queue,
       });
     }
@@ -857,7 +892,11 @@ export class OutboxRelay extends Construct {
   }
 
   /** The logins' secrets, when `database.logins` asks for them or defaults to them (see its doc). */
-  #logins(props: OutboxRelayProps, database: ResolvedDatabase): LoginSecrets | undefined {
+  #logins(
+    props: OutboxRelayProps,
+    database: ResolvedDatabase,
+    vpcEndpoints: readonly ec2.IConnectable[],
+  ): LoginSecrets | undefined {
     const db = props.database;
     const target = db.cluster ?? db.instance;
     const byDefault =
@@ -885,6 +924,7 @@ export class OutboxRelay extends Construct {
       table: props.outboxTable ?? DEFAULT_TABLE,
       rotation: options.rotation ?? {},
       logRetention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+      vpcEndpoints,
     });
   }
 
@@ -916,6 +956,11 @@ function defaultPlace(queue: sqs.IQueue | undefined, bus: events.IEventBus | und
   if (queue !== undefined) return [{ metricName: `sqs-fifo:${queue.queueName}`, label: "Default" }];
   if (bus !== undefined) return [{ metricName: `eventbridge:${bus.eventBusName}`, label: "Default" }];
   return [];
+}
+
+/** The dead-letter queue of a queue defined in this app (its RedrivePolicy), if any. */
+function appDeadLetterQueue(queue: sqs.IQueue): sqs.IQueue | undefined {
+  return queue instanceof sqs.Queue ? queue.deadLetterQueue?.queue : undefined;
 }
 
 function wholeMinutes(duration: Duration, name: string): Duration {

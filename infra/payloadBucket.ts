@@ -5,6 +5,7 @@ import * as s3 from "aws-cdk-lib/aws-s3";
 import type { Construct } from "constructs";
 import { CLAIM_CHECK_SETTINGS } from "../functions/shared/destinations/claimCheck/settings.ts";
 import { environmentOf } from "./environment.ts";
+import type { CreateEndpoints } from "./network.ts";
 
 /** `largePayloads` of OutboxRelay: payloads too large for the destination go through S3 (docs/large-payloads.md). */
 export interface LargePayloadsProps {
@@ -135,24 +136,51 @@ function acknowledgeObjectWildcard(
 }
 
 /**
- * With interface endpoints (no NAT), S3 is reached through a gateway endpoint on the subnets' route tables. A
- * gateway endpoint has no security group: the functions' group needs HTTPS egress to S3's prefix list, which
- * CloudFormation cannot look up without a custom resource, so the rule allows 443 to any address. In a VPC
- * without a NAT gateway nothing else is routable on it.
+ * The relay's route to S3. Behind interface endpoints the functions' group lists its egress, so it gets HTTPS to
+ * any address: a gateway endpoint has no security group, and S3's prefix list cannot be named in CloudFormation
+ * without a custom resource to look it up; in a VPC without NAT nothing else is routable on it. Unless
+ * `createEndpoints` is `none` (an imported VPC's default: infra/network.ts), an S3 gateway endpoint goes on the
+ * Lambdas' route tables, with or without NAT: it is free, where each payload through NAT costs $0.045/GB each
+ * way. A route table takes one S3 gateway endpoint, so one the app already made in this VPC is used instead.
  */
-export function s3GatewayEndpoint(
+export function s3Route(
   scope: Construct,
-  vpc: ec2.IVpc,
-  subnets: ec2.SubnetSelection | undefined,
-  groups: readonly ec2.ISecurityGroup[],
-): ec2.GatewayVpcEndpoint {
-  const endpoint = new ec2.GatewayVpcEndpoint(scope, "S3Endpoint", {
-    vpc,
-    service: ec2.GatewayVpcEndpointAwsService.S3,
-    ...(subnets === undefined ? {} : { subnets: [subnets] }),
-  });
-  for (const group of groups) {
-    group.addEgressRule(ec2.Peer.anyIpv4(), ec2.Port.tcp(443), "HTTPS to S3 through its gateway endpoint");
+  props: {
+    vpc: ec2.IVpc;
+    subnets: ec2.SubnetSelection | undefined;
+    groups: readonly ec2.ISecurityGroup[];
+    behindEndpoints: boolean;
+    create: CreateEndpoints;
+  },
+): ec2.IGatewayVpcEndpoint | undefined {
+  if (props.behindEndpoints) {
+    for (const group of props.groups) {
+      group.addEgressRule(ec2.Peer.anyIpv4(), ec2.Port.tcp(443), "HTTPS to S3 through its gateway endpoint");
+    }
   }
-  return endpoint;
+  if (props.create === "none") return undefined;
+  return (
+    appS3Endpoint(props.vpc) ??
+    new ec2.GatewayVpcEndpoint(scope, "S3Endpoint", {
+      vpc: props.vpc,
+      service: ec2.GatewayVpcEndpointAwsService.S3,
+      ...(props.subnets === undefined ? {} : { subnets: [props.subnets] }),
+    })
+  );
+}
+
+/** An S3 gateway endpoint this app already made in `vpc` (`gatewayEndpoints`, `addGatewayEndpoint`). */
+function appS3Endpoint(vpc: ec2.IVpc): ec2.GatewayVpcEndpoint | undefined {
+  return vpc.node
+    .findAll()
+    .find(
+      (child): child is ec2.GatewayVpcEndpoint =>
+        child instanceof ec2.GatewayVpcEndpoint &&
+        /\.s3$/.test(
+          String((child.node.defaultChild as ec2.CfnVPCEndpoint).serviceName).replace(
+            /\$\{Token\[[^\]]*\]\}$/,
+            "",
+          ),
+        ),
+    );
 }

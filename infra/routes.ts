@@ -67,13 +67,6 @@ export interface ResolvedRoutes {
 /** What an existing queue most likely has when nobody raised it: the MaximumMessageSize attribute's default. */
 export const SQS_DEFAULT_MESSAGE_BYTES = 262_144;
 /**
- * Lambda limits all of a function's environment variables together to 4 KB (Lambda developer guide, "Lambda
- * quotas"); the relay's other variables take under 1 KB (about 700 bytes with ARNs of typical length), so the
- * table may have 3 KB.
- */
-const ROUTES_MAX_BYTES = 3072;
-
-/**
  * The `routes` prop as the relay's OUTBOX_ROUTES, checked at synth by the relay's own parser
  * (routing/routes.ts), so `cdk synth` and the relay's cold start refuse the same tables with the same words:
  * an unreachable or duplicate route, a FIFO queue or topic that is not `.fifo` (or the reverse), a malformed
@@ -115,13 +108,7 @@ export function resolveRoutes(
   } catch (error) {
     throw new Error(`OutboxRelay ${(error as Error).message}`, { cause: error });
   }
-  if (probeJson.length > ROUTES_MAX_BYTES) {
-    throw new Error(
-      `OutboxRelay routes: OUTBOX_ROUTES would take at least ${probeJson.length} bytes, over the ${ROUTES_MAX_BYTES} ` +
-        "the relay's environment has room for (Lambda allows 4 KB for all its variables); merge routes (a " +
-        "pattern list matches several types) or split the outbox",
-    );
-  }
+  // Its size is checked with the rest of the relay's environment, at the longest names (infra/environmentSize.ts).
   labelUniquely(places);
   return { json: stack.toJsonString(wire), places, maxMessageBytes, limits, unknownSizes };
 }

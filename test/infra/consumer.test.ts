@@ -292,3 +292,42 @@ describe("OutboxRelay's consumer prop", () => {
     expect(relay.alarms.consumersStalled).toBeUndefined();
   });
 });
+
+/** Issue 40, item 10: the README's path, `consumer` on a queue the app gives, must page on its dead letters. */
+describe("OutboxRelay consumer on a given queue", () => {
+  function given(deadLetterQueue: "own" | "named") {
+    const stack = new Stack(newApp(), "Given");
+    const { vpc, secret } = importedNetwork(stack);
+    const dlq = new sqs.Queue(stack, "OrdersDlq", { fifo: true, enforceSSL: true });
+    const queue = new sqs.Queue(stack, "Orders", {
+      fifo: true,
+      enforceSSL: true,
+      visibilityTimeout: Duration.minutes(10),
+      ...(deadLetterQueue === "own" ? { deadLetterQueue: { queue: dlq, maxReceiveCount: 5 } } : {}),
+    });
+    new OutboxRelay(stack, "Outbox", {
+      database: { secret, vpc },
+      migrations: false,
+      queue,
+      consumer: {
+        entry: "test/fixtures/consumerHandler.ts",
+        ...(deadLetterQueue === "named" ? { deadLetterQueue: dlq } : {}),
+      },
+    });
+    return {
+      template: Template.fromStack(stack),
+      dlqId: stack.getLogicalId(dlq.node.defaultChild as sqs.CfnQueue),
+    };
+  }
+
+  it("alarms on the queue's own dead-letter queue, or the one named", () => {
+    for (const variant of ["own", "named"] as const) {
+      const { template, dlqId } = given(variant);
+      template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+        MetricName: "ApproximateNumberOfMessagesVisible",
+        Dimensions: [{ Name: "QueueName", Value: { "Fn::GetAtt": [dlqId, "QueueName"] } }],
+        Threshold: 0,
+      });
+    }
+  });
+});

@@ -316,3 +316,42 @@ describe("item 3: OutboxConsumer as docs/consumer.md shows it", () => {
     expect(services[0]).not.toBe(services[1]);
   });
 });
+
+/**
+ * Issue 40, item 5: a first deploy that rolls back (the usual one: a migration that cannot reach the database)
+ * must not leave the queue, its DLQ, log groups or the payload bucket behind: the retry would fail with "already
+ * exists" on the queue's fixed name. RetainExceptOnCreate keeps them afterwards and deletes them then.
+ */
+describe("a failed first create", () => {
+  it("leaves no stateful resource behind, in the example and the construct with a bucket and a consumer", () => {
+    const stack = new Stack(newApp(), "Service");
+    const { vpc, secret } = importedNetwork(stack);
+    new OutboxRelay(stack, "Outbox", {
+      database: { secret, vpc },
+      largePayloads: {},
+      consumer: { entry: "test/fixtures/consumerHandler.ts" },
+    });
+    const stateful = ["AWS::SQS::Queue", "AWS::Logs::LogGroup", "AWS::S3::Bucket", "AWS::KMS::Key"];
+    for (const all of [
+      Template.fromStack(stack).toJSON().Resources as Record<string, Resource>,
+      example().all,
+    ]) {
+      const kept = Object.entries(all)
+        .filter(([, r]) => stateful.includes(r.Type))
+        .filter(([, r]) => {
+          const policy = (r as { DeletionPolicy?: string }).DeletionPolicy;
+          return policy !== undefined && policy !== "Delete" && policy !== "RetainExceptOnCreate";
+        })
+        .map(([id, r]) => `${id}: ${(r as { DeletionPolicy?: string }).DeletionPolicy}`);
+      expect(kept).toEqual([]);
+    }
+    // And each of those kinds is there to be checked.
+    const types = new Set(
+      Object.values(Template.fromStack(stack).toJSON().Resources as Record<string, Resource>).map(
+        (r) => r.Type,
+      ),
+    );
+    for (const type of ["AWS::SQS::Queue", "AWS::Logs::LogGroup", "AWS::S3::Bucket"])
+      expect(types).toContain(type);
+  });
+});

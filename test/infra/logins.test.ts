@@ -1,7 +1,17 @@
+import { Stack } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
+import * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as rds from "aws-cdk-lib/aws-rds";
 import { describe, expect, it } from "vitest";
 import { examplePropsFromContext, OutboxExampleStack } from "../../infra/exampleStack.ts";
-import { identityStatements, nagFindings, newApp, type Resource } from "../support/template.ts";
+import { OutboxRelay } from "../../infra/outboxRelay.ts";
+import {
+  identityStatements,
+  importedNetwork,
+  nagFindings,
+  newApp,
+  type Resource,
+} from "../support/template.ts";
 
 /** Issue 29, item 4: the relay and the purge get logins of their own, generated, made at deploy, rotated. */
 function example(context: Record<string, unknown> = {}) {
@@ -120,8 +130,73 @@ describe("the relay's and the purge's logins", () => {
     expect(alarm?.[1].Properties).toMatchObject({ EvaluationPeriods: 4, DatapointsToAlarm: 1, Threshold: 1 });
   });
 
+  it("start after the master secret's own rotation, which briefly invalidates what they log in with (issue 40)", () => {
+    const all_ = ofType(all, "AWS::SecretsManager::RotationSchedule");
+    const master = all_.filter(([id]) => !/LoginSecret/.test(id));
+    expect(master).toHaveLength(1);
+    const logins_ = all_.filter(([id]) => /LoginSecret/.test(id));
+    expect(logins_).toHaveLength(2);
+    for (const [id, schedule] of logins_) expect(schedule.DependsOn, id).toContain(master[0]?.[0]);
+  });
+
   it("pass cdk-nag, with rotation and without", () => {
     expect(nagFindings(stack)).toEqual([]);
     expect(nagFindings(example({ secretRotation: "false" }).stack)).toEqual([]);
+  });
+});
+
+/**
+ * Issue 40, item 6: a service's own app (imported cluster and VPC, closed endpoints, the default logins): the login
+ * rotations must reach Secrets Manager through the endpoint, which must let their group in.
+ */
+describe("login rotations behind VPC endpoints", () => {
+  function userApp() {
+    const stack = new Stack(newApp(), "Service");
+    const { vpc, secret } = importedNetwork(stack);
+    const databaseGroup = ec2.SecurityGroup.fromSecurityGroupId(
+      stack,
+      "DatabaseGroup",
+      "sg-0d0d0d0d0d0d0d0d0",
+    );
+    const cluster = rds.DatabaseCluster.fromDatabaseClusterAttributes(stack, "Cluster", {
+      clusterIdentifier: "orders",
+      clusterEndpointAddress: "orders.cluster-abc.eu-west-1.rds.amazonaws.com",
+      port: 5432,
+      engine: rds.DatabaseClusterEngine.auroraPostgres({ version: rds.AuroraPostgresEngineVersion.VER_16_4 }),
+      securityGroups: [databaseGroup],
+      secret,
+    });
+    const endpoint = (id: string, service: ec2.InterfaceVpcEndpointAwsService) =>
+      new ec2.InterfaceVpcEndpoint(stack, id, { vpc, service, open: false });
+    const secrets = endpoint("SecretsEndpoint", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER);
+    new OutboxRelay(stack, "Outbox", {
+      database: {
+        cluster,
+        vpc,
+        vpcEndpoints: [secrets, endpoint("SqsEndpoint", ec2.InterfaceVpcEndpointAwsService.SQS)],
+      },
+    });
+    return { template: Template.fromStack(stack), stack, secrets };
+  }
+
+  it("give the rotations the Secrets Manager endpoint, and let their group into it on 443", () => {
+    const { template, stack, secrets } = userApp();
+    const all = template.toJSON().Resources as Record<string, Resource>;
+    const endpointGroup = stack.resolve(secrets.connections.securityGroups[0]?.securityGroupId);
+    const apps = ofType(all, "AWS::Serverless::Application")
+      .map(([, r]) => r.Properties?.Parameters as Record<string, unknown>)
+      .filter((parameters) => "masterSecretArn" in parameters);
+    expect(apps).toHaveLength(2);
+    for (const parameters of apps) {
+      expect(JSON.stringify(parameters.endpoint)).toContain("SecretsEndpoint");
+      const groups = [parameters.vpcSecurityGroupIds].flat();
+      expect(groups).toHaveLength(1);
+      template.hasResourceProperties("AWS::EC2::SecurityGroupIngress", {
+        GroupId: endpointGroup,
+        SourceSecurityGroupId: groups[0],
+        FromPort: 443,
+        ToPort: 443,
+      });
+    }
   });
 });

@@ -183,7 +183,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
         RedrivePolicy: { deadLetterTargetArn: { "Fn::GetAtt": [dlqId, "Arn"] }, maxReceiveCount: 5 },
       },
       UpdateReplacePolicy: "Retain",
-      DeletionPolicy: "Retain",
+      DeletionPolicy: "RetainExceptOnCreate",
     });
     expect(
       resources(template, "AWS::SQS::Queue")

@@ -11,8 +11,30 @@ import {
   nagFindings,
   newApp,
   outboxStack,
+  type Resource,
   resources,
 } from "../support/template.ts";
+
+type EgressRule = { IpProtocol: string; FromPort: number; ToPort: number; CidrIp?: string };
+
+function relayFunction(template: Template): Resource {
+  const found = resources(template, "AWS::Lambda::Function").filter(([id]) => /RelayFunction/.test(id));
+  expect(found).toHaveLength(1);
+  return (found[0] as [string, Resource])[1];
+}
+
+/** A group's egress as EC2 will hold it: its own SecurityGroupEgress plus the separate egress resources on it. */
+function egressRules(template: Template, group: unknown): EgressRule[] {
+  const id = (group as { "Fn::GetAtt"?: [string, string] })["Fn::GetAtt"]?.[0];
+  const own =
+    id === undefined
+      ? []
+      : ((template.toJSON().Resources[id] as Resource).Properties?.SecurityGroupEgress ?? []);
+  const separate = resources(template, "AWS::EC2::SecurityGroupEgress")
+    .filter(([, rule]) => JSON.stringify(rule.Properties?.GroupId) === JSON.stringify(group))
+    .map(([, rule]) => rule.Properties);
+  return [...(own as EgressRule[]), ...(separate as EgressRule[])];
+}
 
 /** Issue 31: OutboxRelay's opt-in `largePayloads` (the claim check's bucket, grants and endpoint). */
 describe("OutboxRelay largePayloads", () => {
@@ -91,7 +113,8 @@ describe("OutboxRelay largePayloads", () => {
       open: false,
     });
     new OutboxRelay(stack, "Outbox", {
-      database: { secret, vpc, vpcEndpoints: [sqsEndpoint] },
+      // An imported VPC: its route tables get an S3 gateway endpoint only when asked (endpoints.test.ts).
+      database: { secret, vpc, vpcEndpoints: [sqsEndpoint], createEndpoints: "functionsOnly" },
       migrations: false,
       largePayloads: {},
     });
@@ -101,7 +124,7 @@ describe("OutboxRelay largePayloads", () => {
       RouteTableIds: ["rtb-0123456789abcdef0"],
     });
     expect(JSON.stringify(resources(template, "AWS::EC2::VPCEndpoint"))).toMatch(/\.s3"/);
-    // Without interface endpoints (a NAT route), no gateway endpoint.
+    // Without interface endpoints (a NAT route) in an imported VPC, no gateway endpoint; NAT carries S3.
     expect(resources(withConsumer().template, "AWS::EC2::VPCEndpoint")).toEqual([]);
   });
 
@@ -125,6 +148,59 @@ describe("OutboxRelay largePayloads", () => {
       Timeout: 155,
       Environment: { Variables: Match.objectLike({ RELAY_MAX_DURATION_MS: "145000" }) },
     });
+  });
+
+  it("leaves the relay a path to S3 on 443 in every variant (NAT, interface endpoints, endpoints + given SQS)", () => {
+    const behindEndpoints = (sqsGiven: boolean) => {
+      const stack = new Stack(newApp(), "Endpoints");
+      const { vpc, secret } = importedNetwork(stack);
+      const secrets = new ec2.InterfaceVpcEndpoint(stack, "SecretsEndpoint", {
+        vpc,
+        service: ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
+        open: false,
+      });
+      const sqsEndpoint = new ec2.InterfaceVpcEndpoint(stack, "SqsEndpoint", {
+        vpc,
+        service: ec2.InterfaceVpcEndpointAwsService.SQS,
+        open: false,
+      });
+      new OutboxRelay(stack, "Outbox", {
+        database: {
+          secret,
+          vpc,
+          vpcEndpoints: sqsGiven ? [secrets, sqsEndpoint] : [secrets],
+          ...(sqsGiven ? {} : { createEndpoints: "functionsOnly" as const }),
+        },
+        migrations: false,
+        largePayloads: {},
+      });
+      return Template.fromStack(stack);
+    };
+    for (const [variant, template] of [
+      ["NAT", withConsumer().template],
+      ["endpoints", behindEndpoints(true)],
+      ["endpoints, SQS created", behindEndpoints(false)],
+    ] as const) {
+      const relay = relayFunction(template);
+      const groups = (relay.Properties as { VpcConfig: { SecurityGroupIds: unknown[] } }).VpcConfig
+        .SecurityGroupIds;
+      const rules = groups.flatMap((group) => egressRules(template, group));
+      expect(
+        rules.some(
+          (rule) =>
+            rule.IpProtocol === "tcp" &&
+            rule.FromPort <= 443 &&
+            rule.ToPort >= 443 &&
+            rule.CidrIp === "0.0.0.0/0",
+        ),
+        `${variant}: ${JSON.stringify(rules)}`,
+      ).toBe(true);
+      // Still nothing else: the listed rules are HTTPS and the endpoints' groups.
+      expect(
+        rules.filter((rule) => rule.IpProtocol === "-1"),
+        variant,
+      ).toEqual([]);
+    }
   });
 
   it("passes cdk-nag with no unacknowledged finding", () => {
