@@ -46,12 +46,12 @@ const scratch = realpathSync(mkdtempSync(join(tmpdir(), "outbox-libraries-")));
 const env = userNpmEnv(join(scratch, "npm-cache"));
 const results: { step: string; seconds: number; ok: boolean }[] = [];
 
-function step(name: string, work: () => boolean) {
+async function step(name: string, work: () => Promise<boolean>) {
   console.log(`\n=== ${name} ===`);
   const started = Date.now();
   let ok = false;
   try {
-    ok = work();
+    ok = await work();
   } catch (error) {
     console.error(error instanceof Error ? error.message : error);
   }
@@ -60,13 +60,13 @@ function step(name: string, work: () => boolean) {
 
 try {
   const tarball = packPackage(scratch, env);
-  step("the package in an empty project", () => {
-    installBeside(join(scratch, "empty"), tarball, [], env);
+  await step("the package in an empty project", async () => {
+    await installBeside(join(scratch, "empty"), tarball, [], env);
     return true;
   });
   for (const library of libraries) {
     for (const age of ages) {
-      step(`${library.name} (${age}: ${packageSpecs([library], age).join(" ")})`, () =>
+      await step(`${library.name} (${age}: ${packageSpecs([library], age).join(" ")})`, () =>
         testLibrary(library, age, tarball),
       );
     }
@@ -75,9 +75,9 @@ try {
   rmSync(scratch, { recursive: true, force: true });
 }
 
-function testLibrary(library: Library, age: "oldest" | "newest", tarball: string): boolean {
+async function testLibrary(library: Library, age: "oldest" | "newest", tarball: string): Promise<boolean> {
   const project = join(scratch, `${library.name.toLowerCase().replace(/\W/g, "")}-${age}`);
-  installBeside(project, tarball, packageSpecs([library], age), env);
+  await installBeside(project, tarball, packageSpecs([library], age), env);
   const installed = Object.keys(library.oldest).map((name) => {
     const manifest = JSON.parse(readFileSync(join(project, "node_modules", name, "package.json"), "utf8"));
     return `${name}@${manifest.version}`;

@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -45,30 +45,41 @@ export function packPackage(folder: string, env: NodeJS.ProcessEnv): string {
  * (Prisma's) download native engines from hosts other than the registry, which the package does not use.
  * Throws, saying which of the two it was, when npm refuses the tree or cannot reach the registry.
  */
-export function installBeside(
+export async function installBeside(
   project: string,
   tarball: string,
   specs: readonly string[],
   env: NodeJS.ProcessEnv,
-): void {
+): Promise<void> {
   mkdirSync(project, { recursive: true });
   writeFileSync(
     join(project, "package.json"),
     JSON.stringify({ name: "orders-service", private: true, type: "module" }, null, 2),
   );
-  const install = spawnSync("npm", ["install", "--ignore-scripts", tarball, ...specs], {
-    cwd: project,
-    encoding: "utf8",
-    timeout: 600_000,
-    env,
+  // Asynchronous, so that a caller can run several installs at once (they are mostly waiting on the network).
+  const install = await new Promise<{ status: number | null; said: string }>((resolve) => {
+    const child = spawn("npm", ["install", "--ignore-scripts", tarball, ...specs], {
+      cwd: project,
+      env,
+      timeout: 600_000,
+    });
+    let said = "";
+    child.stdout.on("data", (chunk) => {
+      said += chunk;
+    });
+    child.stderr.on("data", (chunk) => {
+      said += chunk;
+    });
+    child.on("error", (error) => resolve({ status: null, said: `${said}${error.message}` }));
+    child.on("close", (status) => resolve({ status, said }));
   });
   if (install.status === 0) return;
-  const said = `${install.stdout ?? ""}${install.stderr ?? ""}${install.error?.message ?? ""}`;
+  const said = install.said;
   const beside = specs.length === 0 ? "into an empty project" : `beside ${specs.join(" ")}`;
   if (/ERESOLVE/.test(said)) {
     throw new Error(`npm refused the tree of aws-outbox-relay ${beside} (ERESOLVE):\n${said}`);
   }
-  if (/ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|E5\d\d|ETIMEDOUT/.test(said)) {
+  if (/ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|E5\d\d/.test(said)) {
     throw new Error(
       `npm could not reach the registry to install aws-outbox-relay ${beside}. These installs resolve against ` +
         `the registry as a user's fresh npm does, so they fail without it instead of skipping:\n${said}`,
