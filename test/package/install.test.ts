@@ -13,10 +13,13 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
+import { rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { installBeside, userNpmEnv } from "../produce/libraries/installs.ts";
+import { LIBRARIES, packageSpecs } from "../produce/libraries/versions.ts";
 import { cfnLint, forbiddenDocker } from "../support/cdkChecks.ts";
 import { createEmptyDatabase } from "../support/db.ts";
 
@@ -390,3 +393,81 @@ async function serverQuery(sql: string) {
     await client.end();
   }
 }
+
+/**
+ * The packed package as a service's npm installs it (issue 38): from the registry, through an npm cache that starts
+ * empty (test/produce/libraries/installs.ts), with no flag that loosens peer resolution. npm 11 resolves the optional
+ * peers of an optional peer (drizzle-orm's `postgres >=3`, `kysely *`, `knex *`, `@prisma/client *`) against the
+ * registry's newest releases even when nothing installs them: with a peer range closed above, a library's next major
+ * refuses every install of the package, an empty project's included (postgres.js 4.1.0 did, against `^3.4.0`). So
+ * the data libraries' ranges start at the oldest release the library matrix passes and stay open above; the daily
+ * CI job (.github/workflows/libraries.yml, `npm run test:libraries`) runs each library's tests on its newest
+ * release, so a new major that breaks the adapter shows there. No registry is a failure here, never a skip.
+ */
+describe("the packed package from the registry, with a fresh npm cache and no flags", () => {
+  const fresh = realpathSync(mkdtempSync(join(tmpdir(), "outbox-registry-installs-")));
+  const env = userNpmEnv(join(fresh, "npm-cache"));
+  const tarball = () => join(scratch, packed.filename);
+  // The three installs run at once (they mostly wait on the network); each test awaits its own.
+  const installs = new Map<string, Promise<string>>();
+  const install = (name: string, specs: string[]) => {
+    const project = join(fresh, name);
+    const done = installBeside(project, tarball(), specs, env).then(() => project);
+    done.catch(() => {}); // awaited, and so reported, by its test
+    installs.set(name, done);
+  };
+  beforeAll(() => {
+    install("empty", []);
+    install("oldest", packageSpecs(LIBRARIES, "oldest"));
+    install("newest", packageSpecs(LIBRARIES, "newest"));
+  });
+  // Three projects of a few hundred packages and npm's cache: removing them takes a while on a busy machine.
+  afterAll(() => rm(fresh, { recursive: true, force: true }), 600_000);
+
+  it("declares each data library's peer range from its oldest supported release, open above", () => {
+    const manifest = JSON.parse(readFileSync(join(REPOSITORY, "package.json"), "utf8"));
+    for (const library of LIBRARIES) {
+      for (const peer of library.peers) {
+        expect(manifest.peerDependencies[peer], peer).toBe(`>=${library.oldest[peer]}`);
+        expect(manifest.peerDependenciesMeta[peer], peer).toEqual({ optional: true });
+      }
+    }
+  });
+
+  it("fails, saying the registry did not answer, when it does not (never a skip)", async () => {
+    const unreachable = {
+      ...userNpmEnv(join(fresh, "unreachable-cache")),
+      // A port nothing listens on: npm's connection is refused at once.
+      npm_config_registry: "http://127.0.0.1:9/",
+      npm_config_fetch_retries: "0",
+    };
+    await expect(installBeside(join(fresh, "unreachable"), tarball(), [], unreachable)).rejects.toThrow(
+      /could not reach the registry/,
+    );
+  }, 120_000);
+
+  it("installs into an empty project", async () => {
+    const project = await installs.get("empty");
+    const top = readdirSync(join(project ?? "", "node_modules"));
+    expect(top).toContain(PACKAGE);
+    for (const library of LIBRARIES) {
+      for (const peer of library.peers) expect(top, peer).not.toContain(peer.split("/")[0]);
+    }
+  }, 600_000);
+
+  it.each(["oldest", "newest"] as const)(
+    "installs beside the %s release of every data library at once",
+    async (age) => {
+      const project = (await installs.get(age)) ?? "";
+      for (const library of LIBRARIES) {
+        for (const [name, version] of Object.entries(library.oldest)) {
+          const manifest = JSON.parse(
+            readFileSync(join(project, "node_modules", name, "package.json"), "utf8"),
+          );
+          if (age === "oldest") expect(manifest.version, name).toBe(version);
+        }
+      }
+    },
+    600_000,
+  );
+});

@@ -17,19 +17,20 @@ import { appEnv, packedApp } from "../support/packedApp.ts";
 /**
  * The README's producer (docs/examples/producer.js, shown verbatim there: install.test.ts checks it) in a fresh
  * app that has nothing but the packed tarball and `pg`, installed by npm as a user would (`npm install
- * ./aws-outbox-relay-x.y.z.tgz pg`, from npm's cache where it can), type-checked against the package's declarations and
+ * ./aws-outbox-relay-x.y.z.tgz pg`, against the registry through an npm cache that starts empty), type-checked against the package's declarations and
  * run on each Node major the package supports: a commit keeps the order and its event, a failed enqueue rolls both
- * back. Which majors: OUTBOX_TEST_NODE_MAJORS (default 20,22,24; the CI matrix runs one per job). A major that is not
+ * back. Which majors: OUTBOX_TEST_NODE_MAJORS (default 22,24,26, the majors Node supports: CONTRIBUTING.md's
+ * "Node versions"; the CI matrix runs one per job). A major that is not
  * on this machine fails, saying where to get it: never a skip.
  */
 
 const REPOSITORY = realpathSync(new URL("../..", import.meta.url));
-const MAJORS = (process.env.OUTBOX_TEST_NODE_MAJORS ?? "20,22,24").split(",").map((major) => major.trim());
+const MAJORS = (process.env.OUTBOX_TEST_NODE_MAJORS ?? "22,24,26").split(",").map((major) => major.trim());
 /** Where the majors this repository does not run on come from (see nodeBinaries). */
 const HOW_TO_GET = {
-  "20": "install Node 20.19+ as the system node (CI: actions/setup-node with node-version 20)",
   "22": "the test installs it from the npm registry (node-<platform>-<arch>, pinned in NODE_PACKAGES)",
   "24": "`npm ci` installs it as the `node` devDependency (node_modules/node/bin/node)",
+  "26": "the test installs it from the npm registry (node-<platform>-<arch>, pinned in NODE_PACKAGES)",
 } as Record<string, string>;
 
 /** npm's own script, to run it on each Node major (the `npm` on PATH runs on whichever node comes first). */
@@ -49,7 +50,7 @@ const app = join(scratch, "app");
  * (what the `node` package's own installer fetches; they have no install script) into node_modules/.cache. Not a
  * devDependency: an aliased `node@22` links its `node` bin over the Node 24 that npm scripts must run on.
  */
-const NODE_PACKAGES: Record<string, string> = { "22": "22.23.3" };
+const NODE_PACKAGES: Record<string, string> = { "22": "22.23.3", "26": "26.10.0" };
 const NODE_CACHE = join(REPOSITORY, "node_modules", ".cache", "outbox-node-majors");
 
 function installedNode(major: string): string | undefined {

@@ -268,8 +268,8 @@ describe("the published package", () => {
 describe("the manifest", () => {
   const REPOSITORY = "https://github.com/aws-outbox-relay/aws-outbox-relay";
 
-  it("accepts Node 20.19 and later (the Lambdas run on nodejs24.x, set by the construct, not by engines)", () => {
-    expect(pkg.engines).toEqual({ node: ">=20.19" });
+  it("accepts Node 22.12 and later, the majors Node supports (the Lambdas run on nodejs24.x, set by the construct, not by engines)", () => {
+    expect(pkg.engines).toEqual({ node: ">=22.12" });
   });
 
   it("takes runtime dependencies as caret ranges, so an app's copy is shared instead of nested", () => {

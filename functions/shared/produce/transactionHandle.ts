@@ -38,7 +38,7 @@ export interface KyselyTransactionHandle {
   executeQuery(query: any): Promise<{ rows: unknown[] }>;
 }
 
-/** Prisma 7 with a driver adapter: the `tx` of `prisma.$transaction(async (tx) => …)` (a root client has `$connect`). */
+/** Prisma 6.16+ or 7 with a driver adapter: the `tx` of `prisma.$transaction(async (tx) => …)` (a root client has `$connect`). */
 export interface PrismaTransactionHandle {
   // biome-ignore lint/suspicious/noExplicitAny: Prisma's signature.
   $queryRawUnsafe(query: string, ...values: any[]): PromiseLike<unknown>;
@@ -70,7 +70,7 @@ export interface TypeOrmEntityManagerHandle {
   transaction(...args: never[]): Promise<unknown>;
 }
 
-/** MikroORM 7 (SQL drivers): the `em` of `em.transactional(async (em) => …)`. */
+/** MikroORM 6 or 7 (SQL drivers): the `em` of `em.transactional(async (em) => …)`. */
 export interface MikroOrmEntityManagerHandle {
   isInTransaction(): boolean;
   getTransactionContext(): unknown;
@@ -132,7 +132,9 @@ type Row = Record<string, unknown>;
 // biome-ignore lint/suspicious/noExplicitAny: duck typing reads members the declared shapes do not promise.
 type Loose = Record<string | symbol, any>;
 
+/** What marks the client of a Prisma interactive transaction: Prisma 7's scope, Prisma 6's transaction id. */
 const PRISMA_TRANSACTION_SCOPE = Symbol.for("prisma.client.transaction.scope_context");
+const PRISMA_TRANSACTION_MARKS = [PRISMA_TRANSACTION_SCOPE, Symbol.for("prisma.client.transaction.id")];
 
 /**
  * How to run the insert on `handle`, or a ValidationError (thrown before anything is sent) naming the handle and
@@ -187,8 +189,9 @@ function statementRunner(handle: unknown): RunStatement | JoinedTransaction {
     };
   }
   if (typeof h.$queryRawUnsafe === "function") {
+    // Prisma 7's scope also lets enqueue hold the transaction open (holdPrismaTransaction); Prisma 6 has none.
     const scope = h[PRISMA_TRANSACTION_SCOPE] as Loose | undefined;
-    if (scope === undefined) {
+    if (PRISMA_TRANSACTION_MARKS.every((mark) => h[mark] === undefined)) {
       throw refused(
         "a Prisma client outside a transaction",
         "pass the `tx` of prisma.$transaction(async (tx) => …)",
@@ -208,6 +211,8 @@ function statementRunner(handle: unknown): RunStatement | JoinedTransaction {
   if (typeof h.isInTransaction === "function" && typeof h.getTransactionContext === "function") {
     const context =
       h.isInTransaction() === true ? (h.getTransactionContext() as Loose | undefined) : undefined;
+    // MikroORM 6 runs on Knex: its transaction context is a Knex `trx`. MikroORM 7's is Kysely's.
+    if (typeof context?.raw === "function" && context.isTransaction === true) return statementRunner(context);
     if (context === undefined || typeof context.executeQuery !== "function") {
       throw refused(
         "a MikroORM EntityManager outside a transaction",
@@ -286,8 +291,8 @@ function statementRunner(handle: unknown): RunStatement | JoinedTransaction {
  * a RELEASE and a subtransaction (past 64 in one transaction Postgres's snapshots slow down on every backend).
  * A Prisma whose scope has no such stack (before 7) is joined without the hold.
  */
-function holdPrismaTransaction(scope: Loose): () => void {
-  const stack = (scope.scopeState as Loose | undefined)?.stack as unknown;
+function holdPrismaTransaction(scope: Loose | undefined): () => void {
+  const stack = (scope?.scopeState as Loose | undefined)?.stack as unknown;
   if (!Array.isArray(stack)) return () => {};
   const entry = `aws-outbox-relay:enqueue:${Math.random().toString(36).slice(2)}`;
   stack.push(entry);

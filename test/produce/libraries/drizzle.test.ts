@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { drizzle as drizzlePg } from "drizzle-orm/node-postgres";
 import { integer, pgTable, text } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePostgresJs } from "drizzle-orm/postgres-js";
+import pg from "pg";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
 import { enqueue } from "../../../functions/shared/produce/enqueue.ts";
@@ -19,10 +20,15 @@ import {
 const db = useOrdersDatabase();
 const orders = pgTable("library_orders", { id: text("id").primaryKey(), total: integer("total").notNull() });
 const clients: postgres.Sql[] = [];
-afterAll(() => Promise.all(clients.map((client) => client.end())));
+const pools: pg.Pool[] = [];
+afterAll(() => Promise.all([...clients, ...pools].map((client) => client.end())));
 
 const drivers = {
-  "node-postgres": () => drizzlePg({ client: db.pool }),
+  "node-postgres": () => {
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    pools.push(pool);
+    return drizzlePg({ client: pool });
+  },
   "postgres.js": () => {
     const client = postgres(db.url, { max: 2, onnotice: () => {} });
     clients.push(client);

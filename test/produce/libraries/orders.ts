@@ -1,4 +1,7 @@
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { beforeAll, expect } from "vitest";
 import { NotMigratedError, ValidationError } from "../../../functions/shared/outbox/errors.ts";
 import type { EnqueuedEvent } from "../../../functions/shared/produce/enqueue.ts";
@@ -88,3 +91,9 @@ export async function expectNotMigrated(attempt: () => Promise<unknown>) {
 
 /** Thrown inside a library's transaction callback to roll it back. */
 export class Rollback extends Error {}
+
+/** The release of `name` the tests run against: the matrix project's (vitest.libraries.config.ts), else this repository's. */
+export function installedVersion(name: string): string {
+  const root = process.env.OUTBOX_TEST_LIBRARIES ?? fileURLToPath(new URL("../../..", import.meta.url));
+  return JSON.parse(readFileSync(join(root, "node_modules", name, "package.json"), "utf8")).version;
+}

@@ -22,7 +22,7 @@ beforeAll(() => {
 });
 afterAll(() => prisma.$disconnect());
 
-describe("enqueue with Prisma 7 and @prisma/adapter-pg", () => {
+describe("enqueue with Prisma and @prisma/adapter-pg", () => {
   it("the tx of prisma.$transaction: commit keeps the order and its events", async () => {
     const order = anOrder();
     const written = await prisma.$transaction(async (tx) => {
