@@ -230,9 +230,9 @@ export const SECRETS_REQUEST_TIMEOUT_MS = 3_000;
  * The Secrets Manager SDK, loaded on first use: importing it took 309 ms of `/db`'s import (issue 38), which a pool
  * from a URL never needs (test/package/package.test.ts pins which clients each entry point loads).
  */
-let sdk: Promise<typeof import("@aws-sdk/client-secrets-manager")> | undefined;
+let sdk: Promise<typeof import("./secretsManagerSdk.ts")> | undefined;
 function secretsManager() {
-  sdk ??= import("@aws-sdk/client-secrets-manager");
+  sdk ??= import("./secretsManagerSdk.ts");
   return sdk;
 }
 

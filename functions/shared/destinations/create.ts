@@ -165,14 +165,14 @@ class Clients {
   }
 
   sqs(): Promise<SQSClient> {
-    this.#sqs ??= import("@aws-sdk/client-sqs").then(({ SQSClient }) =>
+    this.#sqs ??= import("./sqs/sdkExports.ts").then(({ SQSClient }) =>
       this.#keep(new SQSClient({ ...this.#common, md5: false })),
     );
     return this.#sqs;
   }
 
   sns(): Promise<SNSClient> {
-    this.#sns ??= import("@aws-sdk/client-sns").then(({ SNSClient }) =>
+    this.#sns ??= import("./sns/sdkExports.ts").then(({ SNSClient }) =>
       this.#keep(new SNSClient(this.#common)),
     );
     return this.#sns;
@@ -181,10 +181,7 @@ class Clients {
   kinesis(): Promise<KinesisClient> {
     // Kinesis's client defaults to HTTP/2 (for SubscribeToShard), which ignores the agents' socket sizing and
     // cannot reach an emulator over plain http: PutRecords is an ordinary request, sent over HTTP/1.1 like the rest.
-    this.#kinesis ??= Promise.all([
-      import("@aws-sdk/client-kinesis"),
-      import("@smithy/node-http-handler"),
-    ]).then(([{ KinesisClient }, { NodeHttpHandler }]) =>
+    this.#kinesis ??= import("./kinesis/sdkExports.ts").then(({ KinesisClient, NodeHttpHandler }) =>
       this.#keep(
         new KinesisClient({
           ...this.#common,
@@ -196,7 +193,7 @@ class Clients {
   }
 
   eventBridge(): Promise<EventBridgeClient> {
-    this.#eventBridge ??= import("@aws-sdk/client-eventbridge").then(({ EventBridgeClient }) =>
+    this.#eventBridge ??= import("./eventBridge/sdkExports.ts").then(({ EventBridgeClient }) =>
       this.#keep(new EventBridgeClient(this.#common)),
     );
     return this.#eventBridge;
@@ -204,7 +201,7 @@ class Clients {
 
   s3(): Promise<S3Client> {
     // An emulator (moto, LocalStack) answers on one host: path-style addressing, not a bucket subdomain.
-    this.#s3 ??= import("@aws-sdk/client-s3").then(({ S3Client }) =>
+    this.#s3 ??= import("./claimCheck/sdkExports.ts").then(({ S3Client }) =>
       this.#keep(new S3Client({ ...this.#common, forcePathStyle: this.#endpoint !== undefined })),
     );
     return this.#s3;

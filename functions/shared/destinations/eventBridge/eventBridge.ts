@@ -178,7 +178,7 @@ function buildEvent(row: LoadedRow, options: EventBridgeOptions): Prepared<PutEv
 }
 
 /** The EventBridge SDK, at the first send: importing the relay's entry point loads no SDK. */
-const eventBridgeSdk = onFirstUse(() => import("@aws-sdk/client-eventbridge"));
+const eventBridgeSdk = onFirstUse(() => import("./sdkExports.ts"));
 
 /** One PutEvents request; every entry's result read, whatever FailedEntryCount says. */
 async function sendEvents(
