@@ -38,6 +38,10 @@ outbox_limits.max_payload_bytes integer not null default 1048576
 outbox_migrations.name text not null
 outbox_migrations.checksum text not null
 outbox_migrations.applied_at timestamp with time zone not null default now()
+outbox_relay_handover.slot smallint not null
+outbox_relay_handover.invocation text not null
+outbox_relay_handover.started_at timestamp with time zone not null
+outbox_relay_handover.proved_at timestamp with time zone not null default now()
 outbox_roles.job text not null
 outbox_roles.role_name text not null
 
@@ -57,6 +61,8 @@ outbox_limits outbox_limits_max_payload_bytes_check CHECK (((max_payload_bytes >
 outbox_limits outbox_limits_one_row_check CHECK (one_row)
 outbox_limits outbox_limits_pkey PRIMARY KEY (one_row)
 outbox_migrations outbox_migrations_pkey PRIMARY KEY (name)
+outbox_relay_handover outbox_relay_handover_pkey PRIMARY KEY (slot)
+outbox_relay_handover outbox_relay_handover_slot_check CHECK ((slot >= 0))
 outbox_roles outbox_roles_job_check CHECK ((job = ANY (ARRAY['relay'::text, 'purge'::text])))
 outbox_roles outbox_roles_pkey PRIMARY KEY (job)
 outbox_roles outbox_roles_role_name_key UNIQUE (role_name)
@@ -72,6 +78,7 @@ CREATE UNIQUE INDEX outbox_migrations_pkey ON public.outbox_migrations USING btr
 CREATE INDEX outbox_pending_dead ON public.outbox_events USING btree (aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NOT NULL))
 CREATE INDEX outbox_pending_group_live ON public.outbox_events USING btree (aggregate_id, seq) WHERE ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
 CREATE INDEX outbox_processed_at ON public.outbox_events USING btree (processed_at) WHERE (processed_at IS NOT NULL)
+CREATE UNIQUE INDEX outbox_relay_handover_pkey ON public.outbox_relay_handover USING btree (slot)
 CREATE UNIQUE INDEX outbox_roles_pkey ON public.outbox_roles USING btree (job)
 CREATE UNIQUE INDEX outbox_roles_role_name_key ON public.outbox_roles USING btree (role_name)
 CREATE INDEX outbox_seq ON public.outbox_events USING btree (seq)
@@ -297,6 +304,9 @@ column outbox_events.processed_at to outbox_relay:outbox_test_template.public.ou
 column outbox_events.transient_failures to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
 column outbox_group_high_water.purged_published_seq to outbox_purge:outbox_test_template.public.outbox_events: UPDATE
 column outbox_group_high_water.purged_published_seq to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_relay_handover.invocation to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_relay_handover.proved_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_relay_handover.started_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
 function outbox_aggregate_lock_key(text,text) to PUBLIC: EXECUTE
 function outbox_group_lock_key(text) to PUBLIC: EXECUTE
 function outbox_lock_aggregates(text[],text[]) to PUBLIC: EXECUTE
@@ -310,3 +320,4 @@ table outbox_events to outbox_purge:outbox_test_template.public.outbox_events: D
 table outbox_events to outbox_relay:outbox_test_template.public.outbox_events: DELETE, SELECT
 table outbox_group_high_water to outbox_purge:outbox_test_template.public.outbox_events: INSERT, SELECT
 table outbox_group_high_water to outbox_relay:outbox_test_template.public.outbox_events: INSERT, SELECT
+table outbox_relay_handover to outbox_relay:outbox_test_template.public.outbox_events: INSERT, SELECT
