@@ -3,7 +3,6 @@ import { fileURLToPath } from "node:url";
 import type pg from "pg";
 import { withTransaction } from "../../functions/shared/db/session.ts";
 import { enqueue } from "../../functions/shared/produce/enqueue.ts";
-import { relayTiming } from "../../infra/relayTiming.ts";
 import { resetOutbox } from "../lib/benchDatabase.ts";
 import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import type { BenchSqsEndpoint } from "../lib/sqsEndpoint.ts";
@@ -48,12 +47,11 @@ export async function measureHandover(
   const sqs = relaySqsClient(endpoint.url, 1_000);
   const queueUrl = await createBenchQueue(sqs, "handover");
   await endpoint.takeDeliveries();
-  // Scaled: a 60 s schedule becomes tickMs; publish and statement timeouts 1 s and 0.5 s (a 2.5 s round reserve).
-  const scale = input.tickMs / 60_000;
+  // Scaled: a 60 s schedule becomes tickMs; publish and statement timeouts 1 s and 0.5 s (a 2.5 s round reserve),
+  // and the dwell cap relayTiming's arithmetic gives: interval + jitter (T + T) + the reserve.
   const reserveMs = 1_000 + 3 * 500;
   const maxDurationMs = Math.round(2 * input.tickMs + reserveMs);
   const timeoutMs = maxDurationMs + 1_000;
-  void relayTiming; // the same arithmetic: interval + jitter + reserve (infra/relayTiming.ts)
   const env = {
     PATH: process.env.PATH ?? "",
     DATABASE_URL: databaseUrl,
@@ -70,7 +68,6 @@ export async function measureHandover(
     POWERTOOLS_LOG_LEVEL: "ERROR",
     BENCH_TIMEOUT_MS: String(timeoutMs),
   };
-  void scale;
 
   const alive = new Map<number, { start: number; end?: number }>();
   const stoppedBy: Record<string, number> = {};

@@ -31,7 +31,7 @@ beforeEach(async () => {
   aws.fake.clearDeliveries();
 });
 
-const config = () =>
+const config = (extra: Record<string, string> = {}) =>
   relayConfigFromEnv(
     relayLambdaEnv({
       DATABASE_URL: db.url,
@@ -41,6 +41,7 @@ const config = () =>
       RELAY_PUBLISH_TIMEOUT_MS: "2000",
       RELAY_STATEMENT_TIMEOUT_MS: "1000",
       RELAY_PARALLEL_ROUNDS: "2",
+      ...extra,
     }),
   );
 
@@ -56,7 +57,13 @@ interface Running {
 /** One scheduled invocation of slot `slot`, on a pool of its own (a Lambda container's), started now. */
 let failedRound: () => void = () => {};
 
-function invoke(slot: number, startedAt: number, dwellMs = 60_000, url = db.url): Running {
+function invoke(
+  slot: number,
+  startedAt: number,
+  dwellMs = 60_000,
+  url = db.url,
+  extra: Record<string, string> = {},
+): Running {
   const applicationName = `relay-${randomUUID().slice(0, 8)}`;
   const pool = new pg.Pool({ connectionString: url, max: 3, application_name: applicationName });
   pool.on("error", () => {});
@@ -76,7 +83,7 @@ function invoke(slot: number, startedAt: number, dwellMs = 60_000, url = db.url)
       onRound: (_report: RoundReport) => proved(),
       onRoundFailed: () => failedRound(),
     },
-    config(),
+    config(extra),
   ).finally(() => pool.end().catch(() => {}));
   done.catch(() => {}); // awaited by the test; a successor killed on purpose may reject
   return { done, firstRound, stop, pool, applicationName };
@@ -148,5 +155,13 @@ describe("hand-over between relay invocations", () => {
     expect(rows).toHaveLength(1);
     current.stop.abort();
     expect((await current.done).stoppedBy).toBe("signal");
+  });
+
+  it("with RELAY_IDLE_STOP_MS, an invocation that claims nothing for that long returns before its deadline", async () => {
+    const t0 = Date.now();
+    const idle = invoke(0, t0, 60_000, db.url, { RELAY_IDLE_STOP_MS: "1000" });
+    const summary = await idle.done;
+    expect(summary.stoppedBy).toBe("idle");
+    expect(Date.now() - t0).toBeLessThan(30_000);
   });
 });
