@@ -219,6 +219,7 @@ describe("upgrading from 0008 in place", () => {
       "0012_payload_limit.sql",
       "0013_trace_context.sql",
       "0014_pending_dead_index.sql",
+      "0021_relay_handover.sql",
     ]);
     const roles = await outboxRoles(pool);
     const { rows } = await pool.query(
