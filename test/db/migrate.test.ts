@@ -53,6 +53,11 @@ describe("migrate", () => {
       [
         { table_schema: "Billing Events", table_name: "Out-box$events", table_type: "BASE TABLE" },
         { table_schema: "Billing Events", table_name: "Out-box$events_migrations", table_type: "BASE TABLE" },
+        {
+          table_schema: "Billing Events",
+          table_name: "Out-box$events_relay_handover",
+          table_type: "BASE TABLE",
+        },
         { table_schema: "Billing Events", table_name: "Out-box$events_dead_letters", table_type: "VIEW" },
         {
           table_schema: "Billing Events",
