@@ -8,6 +8,7 @@ import { listRuns, markdownTable, formatNumber as n, verdict, verdictOfRuns } fr
 import type { ClaimAtScale } from "./measures/claimAtScale.ts";
 import type { ConsumerThroughput } from "./measures/consumerThroughput.ts";
 import { type EnqueueResults, enqueueTable } from "./measures/enqueueThroughput.ts";
+import type { HandoverRun } from "./measures/handover.ts";
 import type { LatencyRun } from "./measures/latency.ts";
 import type { LoadSqlAb } from "./measures/loadAb.ts";
 import type { PurgeInterferenceRun } from "./measures/purgeInterference.ts";
@@ -96,6 +97,8 @@ export interface BenchResults {
   retention?: { modes: RetentionModeRun[]; recordVariants: RecordVariant[] };
   /** The relay's process under the CPU share of a Lambda memory size, SQS +20 ms (measures/relayQuota.ts). */
   relayQuota?: RelayQuotaRun[];
+  /** The relay's hand-over under a scaled jittered schedule, without and with killed successors (measures/handover.ts). */
+  handover?: HandoverRun[];
   /** The same relay and backlog to an SQS FIFO queue and to an EventBridge bus, at each endpoint latency. */
   destinations?: DestinationThroughput[];
   /** The payload load's direct statement against the walk alone (as before it), interleaved in one run. */
@@ -575,6 +578,7 @@ export function markdownReport(r: BenchResults): string {
   if (r.destinations) sections.push("### Destinations", destinationTable(r.destinations));
   if (r.relayQuota)
     sections.push("### One relay invocation on a Lambda's CPU share", quotaTable(r.relayQuota));
+  if (r.handover) sections.push("### Hand-over between relay invocations", handoverTable(r.handover));
   return sections.join("\n\n");
 }
 
@@ -632,4 +636,18 @@ export function quotaTable(runs: RelayQuotaRun[]): string {
       ];
     }),
   );
+}
+
+function handoverTable(runs: HandoverRun[]): string {
+  const rows = runs.map(
+    (run) =>
+      `| ${run.killAfterMs === null ? "none" : `every 3rd, after ${run.killAfterMs} ms`} | ${run.tickMs} | ${run.invocations} | ` +
+      `${run.meanAlive.toFixed(2)} | ${run.noneAliveMs} | ${run.latencyMs.p50} / ${run.latencyMs.p99} / ${run.latencyMs.max} | ` +
+      `${run.produced} | ${run.lost} | ${run.reordered} | ${run.duplicates} |`,
+  );
+  return [
+    "| successors killed | T (ms) | invocations | mean alive | ms with none alive | commit→accept p50 / p99 / max (ms) | events | lost | reordered | duplicates |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ...rows,
+  ].join("\n");
 }

@@ -23,6 +23,7 @@ import {
 } from "./measures/consumerThroughput.ts";
 import { measureDbLimit } from "./measures/dbLimit.ts";
 import { type EnqueueShape, measureEnqueueGuards } from "./measures/enqueueThroughput.ts";
+import { measureHandover } from "./measures/handover.ts";
 import { measureLatency } from "./measures/latency.ts";
 import { measureLoadSql } from "./measures/loadAb.ts";
 import { measurePurgeInterference } from "./measures/purgeInterference.ts";
@@ -100,6 +101,16 @@ const ENQUEUE_SHAPES: EnqueueShape[] = [
   { name: "hot aggregate", writers: 16, aggregates: 1 },
 ];
 const ENQUEUE_DURATION_MS = 5_000;
+/**
+ * The hand-over part: EventBridge's 60 s ticks scaled to 6 s (k·T + U[0, T)), 100 events/s, two minutes per
+ * configuration (BENCH_HANDOVER_RUN_MS shortens it for a smoke run); killed successors die 2 s after they start.
+ */
+const HANDOVER = {
+  tickMs: 6_000,
+  runMs: Number(process.env.BENCH_HANDOVER_RUN_MS ?? 120_000),
+  eventsPerSecond: 100,
+  killAfterMs: 2_000,
+};
 /** ~1 MiB events (the largest SQS takes, with the relay's attributes): 2 full batches of 100 per round. */
 const MEMORY_LOAD = { events: 400, payloadBytes: 1_040_000 };
 /**
@@ -138,6 +149,7 @@ const PARTS = [
   "destinations",
   "quota",
   "wal",
+  "handover",
 ] as const;
 type Part = (typeof PARTS)[number];
 
@@ -419,6 +431,16 @@ try {
       }
     }
     results.relayQuota = quotaRuns;
+  }
+  if (runs("handover")) {
+    log(
+      `hand-over under a jittered schedule: T = ${HANDOVER.tickMs} ms, ${HANDOVER.runMs} ms, then successors killed`,
+    );
+    const { killAfterMs, ...shape } = HANDOVER;
+    results.handover = [
+      await measureHandover(db.server.url, db.pool, endpoint, { ...shape, killAfterMs: null }),
+      await measureHandover(db.server.url, db.pool, endpoint, { ...shape, killAfterMs }),
+    ];
   }
   if (runs("wal")) {
     log(

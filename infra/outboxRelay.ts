@@ -196,13 +196,19 @@ export interface OutboxRelayTuning {
   /** Wake on LISTEN/NOTIFY (needs the notify trigger; pins RDS Proxy sessions). Default false. */
   readonly listen?: boolean;
   /**
+   * Dwell mode: an invocation that claimed nothing for this long returns, and the next tick resumes (the first
+   * event after a quiet spell then waits up to a tick). Default unset: dwell until handed over or the budget ends.
+   */
+  readonly idleStopMs?: number;
+  /**
    * Default: enough for the byte budget's rounds (448 MB with the defaults; a smaller value is refused) and for
-   * `targetEventsPerSecond` (1,024 MB for the default 3,000); relayMemory in relayTiming.ts.
+   * `targetEventsPerSecond` (384 MB for the default 1,000); relayMemory in relayTiming.ts. 448 MB by default.
    */
   readonly memorySize?: number;
   /**
    * Events/s one relay invocation should reach, which sizes its memory (Lambda's CPU share is proportional to it).
-   * Default 3,000, an SQS FIFO queue's rate without high-throughput mode; at most 6,000 (what one invocation
+   * Default 1,000, above what most outboxes carry (3,000, an SQS FIFO queue's rate without high-throughput mode, is
+   * 1,024 MB); at most 6,000 (what one invocation
    * reached on a whole vCPU: more takes more `relays`). docs/cost.md prices it.
    */
   readonly targetEventsPerSecond?: number;
@@ -654,6 +660,7 @@ export class OutboxRelay extends Construct {
         ["relay.idlePollMinMs", R.idlePollMinMs, tuning.idlePollMinMs],
         ["relay.idlePollMaxMs", R.idlePollMaxMs, tuning.idlePollMaxMs],
         ["relay.listen", R.listen, tuning.listen],
+        ["relay.idleStopMs", R.idleStopMs, tuning.idleStopMs],
       ]),
       ...this.#metricsEnv(this.relayServiceName),
       ...payloads?.environment,

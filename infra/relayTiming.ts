@@ -252,14 +252,14 @@ export const RELAY_EVENTS_PER_VCPU = 5_500;
 export const RELAY_MAX_EVENTS_PER_INVOCATION = 6_000;
 
 /**
- * The default throughput target of one relay target: 3,000 events/s, what an SQS FIFO queue takes without
- * high-throughput mode (300 SendMessageBatch calls/s of 10 messages; SQS developer guide, "Amazon SQS FIFO queue
- * quotas"). Sizing for it: 3,000 / 5,500 = 0.55 vCPU = 965 MB -> 1,024 MB, which published 3,117-6,506 events/s
- * in all 16 runs above (median ~4,200). (A run at load average 8-10, 11-15-57, is not among them: there 1,024 MB,
- * 1,769 MB and no quota all published 2,300-3,000, the machine rather than the share being the limit.) 896 MB fell to 2,886 in one of 4; 768 MB to 2,139-2,918 in 2 of 10; the
- * payload-only 448 MB published 1,100-2,500.
+ * The default throughput target of one relay target: 1,000 events/s, above what the services that adopt an outbox
+ * write (tens to hundreds of events/s; issue 41). Sizing for it: 1,000 / 5,500 = 0.18 vCPU = 322 MB -> 384 MB,
+ * below the 448 MB the rounds' payloads need with the defaults, so the payloads decide: 448 MB (0.25 vCPU), which
+ * published 1,100-2,500 events/s in the quota runs above (median ~1,900). A busier outbox raises
+ * `relay.targetEventsPerSecond`: 3,000 (an SQS FIFO queue's rate without high-throughput mode) is 1,024 MB, which
+ * published 3,117-6,506 events/s in all 16 runs above. docs/cost.md prices each size.
  */
-export const DEFAULT_TARGET_EVENTS_PER_SECOND = 3_000;
+export const DEFAULT_TARGET_EVENTS_PER_SECOND = 1_000;
 
 /** The memory whose CPU share lets one invocation publish `targetEventsPerSecond`, rounded up to 64 MB. */
 export function throughputMemoryMb(targetEventsPerSecond: number): number {
@@ -324,7 +324,7 @@ export interface RelayMemory {
  * The relay's memory, from its byte budget and its throughput target. Payloads, with the defaults (16 MiB per
  * round, 4 parallel rounds, batch 250, 1 MiB messages): a round holds min(16, 250 x 1) = 16 MiB; four rounds in
  * flight at 3 copies each are 192 MiB; plus the 256 MB base that is 448 MB (bench: the relay draining 1 MiB
- * events with these defaults peaked at 344 MiB RSS). Throughput: 3,000 events/s by default, 1,024 MB. Each rounded
+ * events with these defaults peaked at 344 MiB RSS). Throughput: 1,000 events/s by default, 384 MB. Each rounded
  * up to a multiple of 64 MB, within Lambda's 128-10,240 MB. Less memory than payloadMb is refused (rounds would
  * not fit); less than throughputMb only publishes fewer events per second.
  *

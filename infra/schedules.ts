@@ -32,7 +32,16 @@ export function relayRule(
   return new events.Rule(scope, "RelaySchedule", {
     description: `Starts ${relays === 1 ? "the outbox relay" : `${relays} outbox relays`} every ${rate.toHumanString()}`,
     schedule: events.Schedule.rate(rate),
-    targets: Array.from({ length: relays }, () => new targets.LambdaFunction(fn, STALE_TICK)),
+    // Each target names its relay slot: an invocation hands over only to a later one of its own slot, so
+    // `relays` slots keep `relays` invocations claiming (functions/shared/relay/handover.ts).
+    targets: Array.from(
+      { length: relays },
+      (_, relaySlot) =>
+        new targets.LambdaFunction(fn, {
+          ...STALE_TICK,
+          event: events.RuleTargetInput.fromObject({ relaySlot }),
+        }),
+    ),
   });
 }
 

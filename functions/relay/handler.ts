@@ -38,26 +38,42 @@ const checkDestinationOnce = invocation.destinationCheckOnce(destination, logger
  * metrics write a heartbeat and any stall every flush interval while it runs (RelayMetrics.observe).
  */
 export async function relay(
-  _event: ScheduledEvent | Record<string, never>,
+  event: ScheduledEvent | RelayTick | Record<string, never>,
   context: Context,
 ): Promise<RelaySummary> {
+  const startedAt = Date.now();
+  const handover = { slot: relaySlot(event), startedAt };
   const { noProgress, ...summary } = await new RelayMetrics(metrics, metricsOptions).observe(
     async (observer) => {
       const deadline = invocation.invocationDeadline(
         config,
-        Date.now(),
+        startedAt,
         context.getRemainingTimeInMillis(),
         destination.maxMessageBytes,
       );
       currentDeadline = deadline;
       await checkDestinationOnce(deadline);
-      return invocation.relayInvocation({ pool, destination, deadline, logger, ...observer }, config);
+      return invocation.relayInvocation(
+        { pool, destination, deadline, logger, handover, ...observer },
+        config,
+      );
     },
   );
   logger.info("relay finished", { summary });
   // Nothing got through although there was work: fail the invocation so Lambda's Errors metric sees it.
   if (noProgress !== undefined) throw noProgress;
   return summary;
+}
+
+/** The schedule's input per target (infra/schedules.ts): which relay slot this invocation dwells in. */
+export interface RelayTick {
+  relaySlot: number;
+}
+
+/** A tick without a slot (a hand-started invocation, an older rule) dwells in slot 0. */
+function relaySlot(event: object): number {
+  const slot = (event as Partial<RelayTick>).relaySlot;
+  return Number.isInteger(slot) && (slot as number) >= 0 && (slot as number) < 32 ? (slot as number) : 0;
 }
 
 export const handler = middy(relay).use(injectLambdaContext(logger)).use(logMetrics(metrics));

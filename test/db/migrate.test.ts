@@ -60,6 +60,7 @@ describe("migrate", () => {
       [
         table("Billing Events", "Out-box$events"),
         table("Billing Events", "Out-box$events_migrations"),
+        table("Billing Events", "Out-box$events_relay_handover"),
         table("Billing Events", "Out-box$events_dead_letters", "VIEW"),
         // 0016 moved what definer code and the relay read into the outbox's private schema: 0006's marks,
         // 0009's roles, 0011's counter of what the delete retention mode published, 0012's payload limit.

@@ -232,6 +232,7 @@ describe("upgrading from 0008 in place", () => {
       "0014_pending_dead_index.sql",
       "0015_destination_limits.sql",
       "0016_private_schema.sql",
+      "0017_relay_handover.sql",
     ]);
     const roles = await outboxRoles(pool);
     const { rows } = await pool.query(

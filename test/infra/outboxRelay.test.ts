@@ -219,8 +219,8 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       Architectures: ["arm64"],
       Handler: "index.handler",
       Timeout: 155,
-      // Sized for 3,000 events/s (0.4 vCPU), above the 448 MB the payloads need (relayTiming.ts).
-      MemorySize: 1_024,
+      // The 448 MB the payloads need, above the 384 MB of the default 1,000 events/s (relayTiming.ts).
+      MemorySize: 448,
       VpcConfig: {
         SecurityGroupIds: [
           {
@@ -277,7 +277,8 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
   it("starts the relay every minute, the purge hourly and its snapshot every minute, only after the migrations", () => {
     const migrationsId = logicalId(template, "Custom::OutboxMigrations", "OutboxMigrations");
     for (const [rule, fn, rate, input] of [
-      ["Relay", "Relay", "rate(1 minute)", undefined],
+      // Each relay target names its hand-over slot (functions/shared/relay/handover.ts).
+      ["Relay", "Relay", "rate(1 minute)", JSON.stringify({ relaySlot: 0 })],
       ["Purge", "Purge", "rate(1 hour)", undefined],
       ["Metrics", "Purge", "rate(1 minute)", JSON.stringify({ snapshotOnly: true })],
     ] as const) {
@@ -1037,6 +1038,10 @@ describe("OutboxRelay construct options", () => {
     const ruleTargets = rule.Properties?.Targets as { Id: string; Arn: unknown }[];
     expect(ruleTargets.map((t) => t.Arn)).toEqual(Array(3).fill({ "Fn::GetAtt": [relayId, "Arn"] }));
     expect(new Set(ruleTargets.map((t) => t.Id)).size).toBe(3);
+    // Three hand-over slots, one per target.
+    expect(ruleTargets.map((t) => (t as { Input?: string }).Input)).toEqual(
+      [0, 1, 2].map((relaySlot) => JSON.stringify({ relaySlot })),
+    );
     expect(functionProps(template, "OutboxRelayFunction").ReservedConcurrentExecutions).toBe(12);
     expect(() => constructStack(() => ({ relays: 6 }))).toThrow(/relays must be an integer from 1 to 5/);
   });
@@ -1071,7 +1076,7 @@ describe("OutboxRelay construct options", () => {
     // Below the throughput target's 1,024 MB but above what payloads need: accepted, it only publishes less.
     expect(
       functionProps(
-        constructStack(() => ({ relay: { memorySize: 512 } })),
+        constructStack(() => ({ relay: { memorySize: 512, targetEventsPerSecond: 3_000 } })),
         "OutboxRelayFunction",
       ).MemorySize,
     ).toBe(512);

@@ -12,16 +12,18 @@ import {
 } from "../../infra/relayTiming.ts";
 
 describe("relay memory sized for throughput as well as payloads", () => {
-  it("gives the default relay the CPU share of 3,000 events/s: 0.55 vCPU, 1,024 MB, above the payloads' 448 MB", () => {
-    expect(DEFAULT_TARGET_EVENTS_PER_SECOND).toBe(3_000);
+  it("sizes the default relay for 1,000 events/s (384 MB), so the payloads' 448 MB decide", () => {
+    expect(DEFAULT_TARGET_EVENTS_PER_SECOND).toBe(1_000);
     expect(defaultRelayMemory()).toEqual({
       roundBytes: 16 * MIB,
       payloadMb: 448,
-      throughputMb: 1_024,
-      memoryMb: 1_024,
+      throughputMb: 384,
+      memoryMb: 448,
     });
     // The share reaches the target at the measured rate per vCPU.
-    expect((1_024 / LAMBDA_MB_PER_VCPU) * RELAY_EVENTS_PER_VCPU).toBeGreaterThanOrEqual(3_000);
+    expect((448 / LAMBDA_MB_PER_VCPU) * RELAY_EVENTS_PER_VCPU).toBeGreaterThanOrEqual(1_000);
+    // 3,000 events/s, the old default, is still one setting away.
+    expect(throughputMemoryMb(3_000)).toBe(1_024);
   });
 
   it("takes its figures from the committed quota runs relayTiming.ts cites: the default memory published its target, and the rate per vCPU is below what the share-bound sizes measured", () => {
@@ -60,11 +62,11 @@ describe("relay memory sized for throughput as well as payloads", () => {
       targetEventsPerSecond: 1_000,
     });
     expect(memory).toMatchObject({ payloadMb: 1_024, throughputMb: 384, memoryMb: 1_024 });
-    // The claim check's one 64 MiB payload past the budget: 448 + 6 x 64 = 832 MB, under the default target's 1,024.
+    // The claim check's one 64 MiB payload past the budget: 448 + 6 x 64 = 832 MB, the large payloads' own term.
     const defaults = { batchMaxBytes: 16 * MIB, parallelRounds: 4, batchSize: 250, maxMessageBytes: MIB };
     expect(relayMemory({ ...defaults, maxPayloadBytes: 64 * MIB })).toMatchObject({
       payloadMb: 832,
-      memoryMb: 1_024,
+      memoryMb: 832,
     });
   });
 

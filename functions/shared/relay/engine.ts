@@ -146,7 +146,11 @@ export interface RelaySummary {
   /** Rounds that failed as a whole (database unreachable, ...); their rows were released, not lost. */
   failedRounds: number;
   durationMs: number;
-  stoppedBy: "drained" | "deadline" | "signal" | "errors";
+  /**
+   * Why it stopped. `handedOver` and `idle` are set by the invocation (handover.ts), whose stop request the loop
+   * sees as `signal`.
+   */
+  stoppedBy: "drained" | "deadline" | "signal" | "errors" | "handedOver" | "idle";
   /** The last whole-round error (database unreachable, timed out). */
   lastError?: string;
   /** The last error of one event's publish (SQS unreachable, throttled, denied, the entry refused). */

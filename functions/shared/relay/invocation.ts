@@ -5,6 +5,7 @@ import { ConfigError, OutboxError } from "../outbox/errors.ts";
 import { outboxNames } from "../outbox/names.ts";
 import type { Logger } from "../util/logger.ts";
 import { type RelaySummary, type RoundReport, roundReserveMs, runRelay } from "./engine.ts";
+import { type HandoverOptions, StopWatch } from "./handover.ts";
 import { oversizeAllowanceMs } from "./loadBudget.ts";
 import { OrderKeyGuard } from "./orderKey.ts";
 import type { RelayConfig } from "./settings.ts";
@@ -26,6 +27,11 @@ export interface InvocationDeps {
   signal?: AbortSignal;
   onRound?(report: RoundReport): void;
   onRoundFailed?(error: unknown): void;
+  /**
+   * Hand over to a later invocation of the same relay slot once it proved itself (handover.ts): the Lambda's
+   * scheduled invocations, in dwell mode. Absent (the CLI, tests), the invocation dwells until its deadline.
+   */
+  handover?: HandoverOptions;
 }
 
 export interface InvocationSummary extends RelaySummary {
@@ -47,9 +53,31 @@ export async function relayInvocation(deps: InvocationDeps, config: RelayConfig)
   await orderKey.check(statementTimeoutMs);
   // LISTEN per invocation: a session kept across frozen Lambda invocations would likely be dead on the next one.
   const wakeUp = config.listen ? await listenForOutboxInserts(deps.pool, config.relay) : undefined;
-  const summary: InvocationSummary = await runRelay({ ...deps, orderKey, wakeUp }, config.relay).finally(() =>
-    wakeUp?.close(),
-  );
+  const dwell = config.relay.mode === "dwell";
+  const stopWatch = new StopWatch({
+    pool: deps.pool,
+    names,
+    statementTimeoutMs,
+    logger: deps.logger,
+    ...(dwell && deps.handover !== undefined ? { handover: deps.handover } : {}),
+    ...(dwell && config.idleStopMs !== undefined ? { idleStopMs: config.idleStopMs } : {}),
+  });
+  const signal =
+    deps.signal === undefined ? stopWatch.signal : AbortSignal.any([deps.signal, stopWatch.signal]);
+  const onRound = (report: RoundReport) => {
+    stopWatch.onRound(report);
+    deps.onRound?.(report);
+  };
+  const summary: InvocationSummary = await runRelay(
+    { ...deps, orderKey, wakeUp, signal, onRound },
+    config.relay,
+  ).finally(async () => {
+    wakeUp?.close();
+    await stopWatch.close();
+  });
+  if (summary.stoppedBy === "signal" && stopWatch.reason !== undefined && !deps.signal?.aborted) {
+    summary.stoppedBy = stopWatch.reason;
+  }
   // Idle rounds are no proof that nothing was waiting (a stuck round may hold the claim's locks): ask.
   if (summary.published === 0 && summary.failedRounds > 0 && summary.rounds > 0) {
     const pending = await withTransaction(deps.pool, (client) => hasPendingEvents(client, names), {

@@ -125,6 +125,13 @@ export const RELAY_SETTINGS = {
     choices: ["keep", "delete"],
     doc: "keep: mark published rows, the purge deletes them later; delete: delete them as they are published",
   }),
+  idleStopMs: integerSetting({
+    env: "RELAY_IDLE_STOP_MS",
+    default: undefined,
+    min: 1_000,
+    max: 900_000,
+    doc: "dwell mode: return after this long without a claimed event (the next tick resumes); unset: never",
+  }),
   listen: booleanSetting({
     env: "RELAY_LISTEN",
     default: false,
@@ -141,6 +148,8 @@ export interface RelayConfig {
   budgetMarginMs: number;
   /** Optional cap on one invocation's dwell time (default: until the deadline minus the margin). */
   maxDurationMs?: number;
+  /** Dwell mode: return after this long without a claimed event; the next tick resumes. Unset: never. */
+  idleStopMs?: number;
   /** Wake the dwell loop with LISTEN/NOTIFY (needs the notify trigger; pins RDS Proxy sessions). */
   listen: boolean;
   /** Payloads too large for the destination go through S3 (OUTBOX_PAYLOAD_BUCKET); absent: off. */
@@ -173,6 +182,7 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
   const database = databaseSourceFromEnv(env);
   const budgetMarginMs = readInteger(env, s.budgetMarginMs);
   const maxDurationMs = readInteger(env, s.maxDurationMs);
+  const idleStopMs = readInteger(env, s.idleStopMs);
   const claimCheck = claimCheckSettingFromEnv(env);
   return {
     database,
@@ -180,6 +190,7 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
     relay,
     budgetMarginMs,
     ...(maxDurationMs === undefined ? {} : { maxDurationMs }),
+    ...(idleStopMs === undefined ? {} : { idleStopMs }),
     listen: readBoolean(env, s.listen),
     ...(claimCheck === undefined ? {} : { claimCheck }),
   };

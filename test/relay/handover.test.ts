@@ -1,0 +1,167 @@
+import { randomUUID } from "node:crypto";
+import pg from "pg";
+import { beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { RoundReport } from "../../functions/shared/relay/engine.ts";
+import { type InvocationSummary, relayInvocation } from "../../functions/shared/relay/invocation.ts";
+import { relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { anEvent } from "../support/factories.ts";
+import { relayLambdaEnv } from "../support/lambda.ts";
+import { enqueueCommitted } from "../support/produce.ts";
+import { queueDestination } from "../support/relay.ts";
+import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
+
+/**
+ * Issue 41: an invocation hands over to a later one of its slot once that one completed a round, so about one
+ * invocation dwells at a time instead of two; one that never completes a round takes nothing over.
+ */
+const db = useTestDatabase();
+const aws = useFakeSqs();
+const quiet = { info() {}, warn() {}, error() {} };
+let queueUrl: string;
+let queueName: string;
+
+beforeAll(async () => {
+  queueUrl = await createFifoQueue(aws.sqs, "handover");
+  queueName = queueUrl.split("/").pop() ?? "";
+});
+beforeEach(async () => {
+  await db.pool.query("delete from outbox_events");
+  await db.pool.query("delete from outbox_relay_handover");
+  aws.fake.clearDeliveries();
+});
+
+const config = (extra: Record<string, string> = {}) =>
+  relayConfigFromEnv(
+    relayLambdaEnv({
+      DATABASE_URL: db.url,
+      OUTBOX_QUEUE_URL: queueUrl,
+      AWS_ENDPOINT_URL: aws.fake.url,
+      RELAY_MODE: "dwell",
+      RELAY_PUBLISH_TIMEOUT_MS: "2000",
+      RELAY_STATEMENT_TIMEOUT_MS: "1000",
+      RELAY_PARALLEL_ROUNDS: "2",
+      ...extra,
+    }),
+  );
+
+interface Running {
+  done: Promise<InvocationSummary>;
+  /** Resolves after the invocation's first completed round. */
+  firstRound: Promise<void>;
+  stop: AbortController;
+  pool: pg.Pool;
+  applicationName: string;
+}
+
+/** One scheduled invocation of slot `slot`, on a pool of its own (a Lambda container's), started now. */
+let failedRound: () => void = () => {};
+
+function invoke(
+  slot: number,
+  startedAt: number,
+  dwellMs = 60_000,
+  url = db.url,
+  extra: Record<string, string> = {},
+): Running {
+  const applicationName = `relay-${randomUUID().slice(0, 8)}`;
+  const pool = new pg.Pool({ connectionString: url, max: 3, application_name: applicationName });
+  pool.on("error", () => {});
+  const stop = new AbortController();
+  let proved: () => void = () => {};
+  const firstRound = new Promise<void>((resolve) => {
+    proved = resolve;
+  });
+  const done = relayInvocation(
+    {
+      pool,
+      destination: queueDestination(aws.sqs, { queueUrl }),
+      deadline: Date.now() + dwellMs,
+      logger: quiet,
+      signal: stop.signal,
+      handover: { slot, startedAt },
+      onRound: (_report: RoundReport) => proved(),
+      onRoundFailed: () => failedRound(),
+    },
+    config(extra),
+  ).finally(() => pool.end().catch(() => {}));
+  done.catch(() => {}); // awaited by the test; a successor killed on purpose may reject
+  return { done, firstRound, stop, pool, applicationName };
+}
+
+/** Ends every session of one invocation's pool, as a Lambda container that dies does. */
+async function kill(running: Running) {
+  running.stop.abort();
+  await db.pool.query("select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1", [
+    running.applicationName,
+  ]);
+}
+
+function published() {
+  return aws.fake.deliveries(queueName).filter((delivery) => !delivery.duplicate);
+}
+
+describe("hand-over between relay invocations", () => {
+  it("an older invocation returns soon after a later one of its slot completes a round", async () => {
+    const t0 = Date.now();
+    const older = invoke(0, t0);
+    await older.firstRound;
+    const otherSlot = invoke(1, t0 + 1);
+    await otherSlot.firstRound;
+    const newer = invoke(0, t0 + 2);
+    await newer.firstRound;
+
+    const summary = await older.done;
+    expect(summary.stoppedBy).toBe("handedOver");
+    expect(Date.now() - t0).toBeLessThan(30_000);
+
+    // The newer one dwells on and relays; the other slot's invocation is not handed over to anyone.
+    const events = await enqueueCommitted(db.pool, [anEvent(), anEvent()]);
+    await expect.poll(() => published().length, { timeout: 10_000 }).toBe(events.length);
+    newer.stop.abort();
+    otherSlot.stop.abort();
+    expect((await newer.done).stoppedBy).toBe("signal");
+    expect((await otherSlot.done).stoppedBy).toBe("signal");
+  });
+
+  it("a successor whose rounds fail, then dies, leaves the current one claiming", async () => {
+    // A login that may not read the outbox: every round of its invocation fails, as one whose database path
+    // broke right after it started.
+    const role = `handover_broken_${randomUUID().slice(0, 8)}`;
+    await db.pool.query(`create role ${role} login password 'x'`);
+    await db.pool.query(`grant execute on function outbox_order_key_state() to ${role}`);
+    const brokenUrl = new URL(db.url);
+    brokenUrl.username = role;
+    brokenUrl.password = "x";
+    const t0 = Date.now();
+    const current = invoke(0, t0);
+    await current.firstRound;
+    const failed = new Promise<void>((resolve) => {
+      failedRound = resolve;
+    });
+    const successor = invoke(0, t0 + 1, 60_000, brokenUrl.toString());
+    // Its first round fails, or its start-up check does: either way it never completes a round.
+    await Promise.race([failed, successor.done.catch(() => undefined)]);
+    await kill(successor);
+    await successor.done.catch(() => undefined);
+
+    const events = await enqueueCommitted(db.pool, [
+      anEvent({ aggregateId: "a" }),
+      anEvent({ aggregateId: "a" }),
+    ]);
+    await expect.poll(() => published().length, { timeout: 15_000 }).toBe(events.length);
+    expect(published().map((delivery) => delivery.dedupId)).toEqual(events.map((event) => event.id));
+    const { rows } = await db.pool.query("select invocation from outbox_relay_handover where slot = 0");
+    expect(rows).toHaveLength(1);
+    current.stop.abort();
+    expect((await current.done).stoppedBy).toBe("signal");
+  });
+
+  it("with RELAY_IDLE_STOP_MS, an invocation that claims nothing for that long returns before its deadline", async () => {
+    const t0 = Date.now();
+    const idle = invoke(0, t0, 60_000, db.url, { RELAY_IDLE_STOP_MS: "1000" });
+    const summary = await idle.done;
+    expect(summary.stoppedBy).toBe("idle");
+    expect(Date.now() - t0).toBeLessThan(30_000);
+  });
+});
