@@ -25,9 +25,10 @@ export function appEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   for (const [name, value] of Object.entries(process.env)) {
     if (!/^(npm_|NODE_OPTIONS$|VITEST|OUTBOX_|DATABASE_)/.test(name)) env[name] = value;
   }
+  cacheRoot ??= mkdtempSync(join(tmpdir(), "outbox-npm-cache-"));
   return {
     ...env,
-    npm_config_cache: (cacheRoot ??= mkdtempSync(join(tmpdir(), "outbox-npm-cache-"))),
+    npm_config_cache: cacheRoot,
     npm_config_update_notifier: "false",
     ...extra,
   };
