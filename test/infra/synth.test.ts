@@ -122,8 +122,9 @@ describe("cdk synth of the example app (CLI, offline)", () => {
       // No source map (scripts/lambdaBundles.ts): stack traces name the functions, kept unminified.
       expect(existsSync(join(dir, "index.mjs.map")), name).toBe(false);
       expect(code, name).toMatch(/function claimBatch|function runPurge|function migrate/);
-      // Minified whitespace and syntax: a bundle of the SDK and pg with its whitespace is several MB.
-      expect(statSync(join(dir, "index.mjs")).size, name).toBeLessThan(1_500_000);
+      // Minified whitespace and syntax: a bundle of the SDK and pg with its whitespace is several MB (the relay's
+      // is 1.5 MB minified since its clients load lazily: docs/deploy.md's bundle table).
+      expect(statSync(join(dir, "index.mjs")).size, name).toBeLessThan(2_000_000);
     }
   });
 
