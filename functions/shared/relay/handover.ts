@@ -165,3 +165,14 @@ export class StopWatch {
     });
   }
 }
+
+/** The schedule's input per target (infra/schedules.ts): which relay slot this invocation dwells in. */
+export interface RelayTick {
+  relaySlot: number;
+}
+
+/** A tick without a slot (a hand-started invocation, an older rule) dwells in slot 0. */
+export function relaySlotOf(event: object): number {
+  const slot = (event as Partial<RelayTick>).relaySlot;
+  return Number.isInteger(slot) && (slot as number) >= 0 && (slot as number) < 32 ? (slot as number) : 0;
+}

@@ -1,3 +1,4 @@
+import { createDatabasePool, queryTimeoutFor } from "../db/connection.ts";
 import { type SessionPool, withTransaction } from "../db/session.ts";
 import type { DestinationClientOptions } from "../destinations/create.ts";
 import type { Destination } from "../destinations/destination.ts";
@@ -88,6 +89,27 @@ export async function relayInvocation(deps: InvocationDeps, config: RelayConfig)
   const stuck = noProgressError(summary, summary.pending);
   if (stuck !== undefined) summary.noProgress = stuck;
   return summary;
+}
+
+/**
+ * The Lambda's pool, made once per container: as many sessions as one invocation uses, each statement bounded
+ * client-side too (claim, record, COMMIT and ROLLBACK fail within it even if the network path died silently), and a
+ * checkout retrying a rotation's authentication failures stops at `deadline()`, the current invocation's.
+ */
+export function relayPool(
+  config: RelayConfig,
+  destination: Destination,
+  logger: Logger,
+  deadline: () => number | undefined,
+): Promise<SessionPool> {
+  return createDatabasePool(config.database, {
+    deadline,
+    max: relaySessions(config),
+    applicationName: "outbox-relay",
+    queryTimeoutMs: queryTimeoutFor(longestStatementMs(config, destination.maxMessageBytes)),
+    onError: (error) =>
+      logger.warn("idle database connection failed; it will be replaced", { error: error.message }),
+  });
 }
 
 /** Database sessions one relay needs at once: one per parallel round, plus the LISTEN session. */
