@@ -25,10 +25,7 @@ let currentDeadline: number | undefined;
 const pool = await invocation.relayPool(config, destination, logger, () => currentDeadline);
 const checkDestinationOnce = invocation.destinationCheckOnce(destination, logger);
 
-/**
- * Invoked by the EventBridge schedule; relays until the time budget ends (dwell) or nothing is left (drain). The
- * metrics write a heartbeat and any stall every flush interval while it runs (RelayMetrics.observe).
- */
+/** Each tick: relays until the budget ends, a successor takes over (dwell) or nothing is left (drain). */
 export async function relay(
   event: ScheduledEvent | RelayTick | Record<string, never>,
   context: Context,
