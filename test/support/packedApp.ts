@@ -1,6 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /**
@@ -14,24 +13,16 @@ import { join } from "node:path";
 export const REPOSITORY = realpathSync(new URL("../..", import.meta.url));
 
 /**
- * No npm_*, NODE_OPTIONS or VITEST from this run; npm's cache is one of this app's, empty at first, so npm resolves
- * the tree against the registry's releases of today as a user's npm does (issue 38: a cache filled before a peer's
- * new release hid an ERESOLVE).
+ * No npm_*, NODE_OPTIONS or VITEST from this run; npm prefers its cache (it holds what `npm ci` fetched). How a user's
+ * fresh npm resolves the package against the registry's releases of today is test/package/install.test.ts's job
+ * (an empty cache of its own): these apps test what the package does once installed.
  */
-let cacheRoot: string | undefined;
-
 export function appEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(process.env)) {
     if (!/^(npm_|NODE_OPTIONS$|VITEST|OUTBOX_|DATABASE_)/.test(name)) env[name] = value;
   }
-  cacheRoot ??= mkdtempSync(join(tmpdir(), "outbox-npm-cache-"));
-  return {
-    ...env,
-    npm_config_cache: cacheRoot,
-    npm_config_update_notifier: "false",
-    ...extra,
-  };
+  return { ...env, npm_config_prefer_offline: "true", npm_config_update_notifier: "false", ...extra };
 }
 
 /** `name@version` as this repository has it installed, so the app gets what the tests here ran with. */
