@@ -45,7 +45,7 @@ export function handoverConfig(rig: HandoverRig, extra: Record<string, string> =
  * arithmetic (infra/relayTiming.ts: longest gap between two ticks + one round's reserve), scaled down.
  */
 export function scaledDwellMs(tickMs: number, config: RelayConfig): number {
-  return 2 * tickMs + roundReserveMs(config);
+  return 2 * tickMs + roundReserveMs(config.relay);
 }
 
 export interface Invocation {
@@ -58,6 +58,8 @@ export interface Invocation {
   /** Completed and failed rounds so far. */
   rounds: { completed: number; failed: number };
   stop: AbortController;
+  /** Its sessions' application_name, to end them all as a dying container's. */
+  applicationName: string;
 }
 
 export function startInvocation(
@@ -65,11 +67,8 @@ export function startInvocation(
   options: { slot?: number; dwellMs: number; config: RelayConfig },
 ): Invocation {
   const startedAt = Date.now();
-  const pool = new pg.Pool({
-    connectionString: rig.databaseUrl,
-    max: 3,
-    application_name: `relay-${randomUUID().slice(0, 8)}`,
-  });
+  const applicationName = `relay-${randomUUID().slice(0, 8)}`;
+  const pool = new pg.Pool({ connectionString: rig.databaseUrl, max: 3, application_name: applicationName });
   // A restarted server ends idle sessions; the relay's next round reconnects.
   pool.on("error", () => {});
   pool.on("connect", (client) => client.on("error", () => {}));
@@ -85,6 +84,7 @@ export function startInvocation(
     firstRound,
     rounds,
     stop,
+    applicationName,
     done: relayInvocation(
       {
         pool,
@@ -109,6 +109,17 @@ export function startInvocation(
   };
   invocation.done.catch(() => {}); // awaited by the test
   return invocation;
+}
+
+/**
+ * Kills an invocation as a Lambda container that dies: it starts no more rounds, and every session it has ends
+ * (what it claimed and did not record is claimable again; what it sent is sent again and deduplicated).
+ */
+export async function kill(invocation: Invocation, admin: pg.Pool) {
+  invocation.stop.abort();
+  await admin.query("select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1", [
+    invocation.applicationName,
+  ]);
 }
 
 /**
