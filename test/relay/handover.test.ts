@@ -7,6 +7,7 @@ import { relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { relayLambdaEnv } from "../support/lambda.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
 import { queueDestination } from "../support/relay.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
@@ -129,7 +130,8 @@ describe("hand-over between relay invocations", () => {
     // broke right after it started.
     const role = `handover_broken_${randomUUID().slice(0, 8)}`;
     await db.pool.query(`create role ${role} login password 'x'`);
-    await db.pool.query(`grant execute on function outbox_order_key_state() to ${role}`);
+    await db.pool.query(`grant usage on schema ${PRIVATE} to ${role}`);
+    await db.pool.query(`grant execute on function ${PRIVATE}.outbox_order_key_state() to ${role}`);
     const brokenUrl = new URL(db.url);
     brokenUrl.username = role;
     brokenUrl.password = "x";
