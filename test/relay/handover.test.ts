@@ -130,6 +130,7 @@ describe("hand-over between relay invocations", () => {
     // broke right after it started.
     const role = `handover_broken_${randomUUID().slice(0, 8)}`;
     await db.pool.query(`create role ${role} login password 'x'`);
+    await db.pool.query(`grant usage on schema ${PRIVATE} to ${role}`);
     await db.pool.query(`grant execute on function ${PRIVATE}.outbox_order_key_state() to ${role}`);
     const brokenUrl = new URL(db.url);
     brokenUrl.username = role;
