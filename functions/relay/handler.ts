@@ -50,8 +50,13 @@ export async function relay(
         destination.maxMessageBytes,
       );
       currentDeadline = deadline;
-      await checkDestinationOnce(deadline);
-      return invocation.relayInvocation({ pool, destination, deadline, logger, ...observer }, config);
+      // The first invocation checks the destination, before relaying or, for a route table, beside it.
+      return checkDestinationOnce(deadline, (signal) =>
+        invocation.relayInvocation(
+          { pool, destination, deadline, logger, ...observer, ...(signal ? { signal } : {}) },
+          config,
+        ),
+      );
     },
   );
   logger.info("relay finished", { summary });
