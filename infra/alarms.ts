@@ -143,12 +143,18 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
         RUNBOOK,
       // The relay's own EMF heartbeat, stamped when written (every flush interval while it runs), not Lambda's
       // Invocations, which arrives when an invocation ends, stamped with its start: the newest 2-3 minutes of it
-      // are always empty while a 155 s invocation runs.
-      metric: subjects.metric(METRIC.relayHeartbeat, "relay", { statistic: "Sum", period: MINUTE }),
+      // are always empty while a 155 s invocation runs. Filled with 0 (silenceMetric), so silence pages after
+      // heartbeatPeriods minutes, not after CloudWatch's whole evaluation range.
+      metric: silenceMetric(
+        "heartbeat",
+        subjects.metric(METRIC.relayHeartbeat, "relay", { statistic: "Sum", period: MINUTE }),
+        "Relay heartbeats, empty minutes as 0",
+      ),
       threshold: 1,
       comparison: LESS_THAN_THRESHOLD,
       // Silence is the failure. The periods allow for the longest legal gap between ticks (relayTiming.ts), so a
-      // late tick of a relay in drain mode never alarms.
+      // late tick of a relay in drain mode never alarms. Breaching also covers a range the expression returns
+      // nothing for (no heartbeat in the whole range).
       evaluationPeriods: heartbeatPeriods,
       datapointsToAlarm: heartbeatPeriods,
       treatMissingData: BREACHING,
@@ -291,10 +297,11 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
         `The outbox backlog metrics stopped for ${snapshotPeriods} periods: the purge Lambda's snapshot runs are ` +
         "not invoked or fail (database down, secret wrong). The backlog alarms below are blind until it is back. " +
         RUNBOOK,
-      metric: subjects.metric(METRIC.pendingEvents, "purge", {
-        statistic: "SampleCount",
-        period: gaugePeriod,
-      }),
+      metric: silenceMetric(
+        "snapshots",
+        subjects.metric(METRIC.pendingEvents, "purge", { statistic: "SampleCount", period: gaugePeriod }),
+        "Backlog snapshots, empty periods as 0",
+      ),
       threshold: 1,
       comparison: LESS_THAN_THRESHOLD,
       evaluationPeriods: snapshotPeriods,
@@ -516,6 +523,23 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
     },
   ];
   return rows.filter((row): row is AlarmRow => row !== false);
+}
+
+/**
+ * A silence alarm's metric: `FILL(id, 0)` of a metric that must always flow, so each empty period is a real,
+ * breaching 0. On the bare metric, missing = breaching fills in only as few periods as it must: CloudWatch
+ * retrieves a longer evaluation range than the evaluation periods (5 for 3) and evaluates the most recent real
+ * datapoints it finds there, so "0 - - - -" of a 3-of-3 alarm stays OK and the alarm fires only when the whole
+ * range is empty (CloudWatch user guide, "Configuring how CloudWatch alarms treat missing data", its evaluation
+ * range table): 5 silent periods, not 3. Filled, the N-th empty period pages.
+ */
+function silenceMetric(id: string, metric: cloudwatch.Metric, label: string): cloudwatch.MathExpression {
+  return new cloudwatch.MathExpression({
+    expression: `FILL(${id}, 0)`,
+    usingMetrics: { [id]: metric },
+    period: metric.period,
+    label,
+  });
 }
 
 /** What an OutboxConsumer's alarms watch (infra/consumer.ts). */

@@ -442,13 +442,18 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
     const table: [string, Record<string, unknown>][] = [
       [
         // The relay's own heartbeat, written every 10 s while it runs: not Lambda's Invocations, which arrives
-        // when a 155 s invocation ends, stamped with its start.
+        // when a 155 s invocation ends, stamped with its start. Empty minutes filled with 0: on the bare metric,
+        // missing = breaching pages only once CloudWatch's whole evaluation range (5 periods for 3) is empty.
         "OutboxRelayNotRunningAlarm",
         {
-          ...relay,
-          MetricName: "RelayHeartbeat",
-          Statistic: "Sum",
-          Period: 60,
+          Metrics: [
+            Match.objectLike({ Expression: "FILL(heartbeat, 0)" }),
+            {
+              Id: "heartbeat",
+              MetricStat: { Metric: { ...relay, MetricName: "RelayHeartbeat" }, Period: 60, Stat: "Sum" },
+              ReturnData: false,
+            },
+          ],
           Threshold: 1,
           ComparisonOperator: "LessThanThreshold",
           EvaluationPeriods: 3,
@@ -543,10 +548,18 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       [
         "OutboxSnapshotStoppedAlarm",
         {
-          ...purge,
-          MetricName: "PendingEvents",
-          Statistic: "SampleCount",
-          Period: 60,
+          Metrics: [
+            Match.objectLike({ Expression: "FILL(snapshots, 0)" }),
+            {
+              Id: "snapshots",
+              MetricStat: {
+                Metric: { ...purge, MetricName: "PendingEvents" },
+                Period: 60,
+                Stat: "SampleCount",
+              },
+              ReturnData: false,
+            },
+          ],
           Threshold: 1,
           ComparisonOperator: "LessThanThreshold",
           EvaluationPeriods: 3,
@@ -713,8 +726,12 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       expect(checked).not.toContain(prefix);
       const props = template.findResources("AWS::CloudWatch::Alarm")[
         logicalId(template, "AWS::CloudWatch::Alarm", prefix)
-      ]?.Properties as Record<string, unknown>;
-      expect(props.Namespace).toBe("OutboxRelay");
+      ]?.Properties as { Namespace?: string; Metrics?: { MetricStat?: { Metric: { Namespace: string } } }[] };
+      const namespaces = [
+        props.Namespace,
+        ...(props.Metrics ?? []).map((m) => m.MetricStat?.Metric.Namespace),
+      ];
+      expect(namespaces.filter((namespace) => namespace !== undefined)).toEqual(["OutboxRelay"]);
     }
   });
 
@@ -1015,6 +1032,24 @@ describe("OutboxRelay construct options", () => {
       Threshold: 50,
       Period: 300,
       EvaluationPeriods: 1,
+      AlarmActions: [topic],
+    });
+    // The snapshot's silence alarm on the same period: ceil((300 + 60 s jitter) / 300) + 1 = 3 empty periods,
+    // each filled with 0 so the third pages (not the fifth, CloudWatch's evaluation range for 3).
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      Metrics: [
+        Match.objectLike({ Expression: "FILL(snapshots, 0)" }),
+        Match.objectLike({
+          Id: "snapshots",
+          MetricStat: Match.objectLike({
+            Metric: Match.objectLike({ MetricName: "PendingEvents" }),
+            Period: 300,
+          }),
+        }),
+      ],
+      EvaluationPeriods: 3,
+      DatapointsToAlarm: 3,
+      TreatMissingData: "breaching",
       AlarmActions: [topic],
     });
     template.resourceCountIs("AWS::SNS::Topic", 1);
