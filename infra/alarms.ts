@@ -25,10 +25,20 @@ const MINUTE = Duration.minutes(1);
  */
 const OLDEST_PENDING_AGE_SECONDS = 900;
 
+/**
+ * PendingBacklog's default threshold, in seconds of traffic at the relays' target rate (relay.targetEventsPerSecond
+ * x relays): a backlog the relays need a minute to clear, held for the gauges' 2 minutes, is a relay falling
+ * behind. A fixed count was 0.3 s of the default 3,000 events/s target: a burst paged.
+ */
+export const PENDING_BACKLOG_SECONDS = 60;
+
 export interface OutboxAlarmThresholds {
   /** OldestPendingAgeSeconds above this alarms (per destination behind routes). Default 900 (see the alarm). */
   readonly oldestPendingAgeSeconds?: number;
-  /** PendingEvents above this alarms. Default 1000. */
+  /**
+   * PendingEvents above this alarms. Default: PENDING_BACKLOG_SECONDS (60) of events at the relays' target rate,
+   * `relay.targetEventsPerSecond` x `relays` (180,000 with the defaults).
+   */
   readonly pendingEvents?: number;
   /** BatchDuration p95 above this alarms. Default 5000 ms. */
   readonly batchDurationP95Ms?: number;
@@ -77,6 +87,8 @@ export interface AlarmSubjects {
   /** How often the purge Lambda publishes the backlog gauges. */
   metricsRate: Duration;
   strictOrder: boolean;
+  /** Events/s all relays together aim at (relay.targetEventsPerSecond x relays): PendingBacklog's default scale. */
+  targetEventsPerSecond: number;
 }
 
 export interface RoutedDestination {
@@ -347,7 +359,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       id: "PendingBacklogAlarm",
       description: `More than the threshold of outbox events are waiting to be published. ${RUNBOOK}`,
       metric: gauge(METRIC.pendingEvents),
-      threshold: thresholds.pendingEvents ?? 1000,
+      threshold: thresholds.pendingEvents ?? PENDING_BACKLOG_SECONDS * subjects.targetEventsPerSecond,
       comparison: GREATER_THAN_THRESHOLD,
       evaluationPeriods: gaugePeriods,
       treatMissingData: MISSING,

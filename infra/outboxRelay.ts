@@ -58,6 +58,7 @@ import { grantPayloadWrite, type LargePayloadsProps, payloadBucket, s3Route } fr
 import {
   DEFAULT_BATCH_MAX_BYTES,
   DEFAULT_BUDGET_MARGIN_MS,
+  DEFAULT_TARGET_EVENTS_PER_SECOND,
   relayMemory,
   relayReservedConcurrency,
   relayTiming,
@@ -818,6 +819,7 @@ export class OutboxRelay extends Construct {
       relayTickGapSeconds: timing.longestTickGapSeconds,
       metricsRate,
       strictOrder: tuning.strictOrder === true,
+      targetEventsPerSecond: (tuning.targetEventsPerSecond ?? DEFAULT_TARGET_EVENTS_PER_SECOND) * relays,
     };
     this.alarms = createAlarms(this, subjects, alarmProps);
     if (this.alarmTopic !== undefined) {

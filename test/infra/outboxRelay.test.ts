@@ -586,7 +586,8 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           ...purge,
           MetricName: "PendingEvents",
           Statistic: "Maximum",
-          Threshold: 1000,
+          // 60 s of events at the default 3,000 events/s target, not a fixed 1,000 (0.3 s of it).
+          Threshold: 180_000,
           TreatMissingData: "missing",
         },
       ],
@@ -1074,6 +1075,15 @@ describe("OutboxRelay construct options", () => {
     expect(new Set(ruleTargets.map((t) => t.Id)).size).toBe(3);
     expect(functionProps(template, "OutboxRelayFunction").ReservedConcurrentExecutions).toBe(12);
     expect(() => constructStack(() => ({ relays: 6 }))).toThrow(/relays must be an integer from 1 to 5/);
+  });
+
+  it("scales PendingBacklog to a minute of the relays' target rate (issue 40, item 11)", () => {
+    const template = constructStack(() => ({ relays: 2, relay: { targetEventsPerSecond: 1_000 } }));
+    const [, alarm] = resources(template, "AWS::CloudWatch::Alarm").find(([id]) =>
+      id.startsWith("OutboxPendingBacklogAlarm"),
+    ) as [string, Resource];
+    // 60 s x 1,000 events/s x 2 relays.
+    expect(alarm.Properties?.Threshold).toBe(120_000);
   });
 
   it("exposes parallel rounds, idle polling and the round's byte budget, and sizes memory from them", () => {
