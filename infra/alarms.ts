@@ -25,10 +25,20 @@ const MINUTE = Duration.minutes(1);
  */
 const OLDEST_PENDING_AGE_SECONDS = 900;
 
+/**
+ * PendingBacklog's default threshold, in seconds of traffic at the relays' target rate (relay.targetEventsPerSecond
+ * x relays): a backlog the relays need a minute to clear, held for the gauges' 2 minutes, is a relay falling
+ * behind. A fixed count was 0.3 s of the default 3,000 events/s target: a burst paged.
+ */
+export const PENDING_BACKLOG_SECONDS = 60;
+
 export interface OutboxAlarmThresholds {
   /** OldestPendingAgeSeconds above this alarms (per destination behind routes). Default 900 (see the alarm). */
   readonly oldestPendingAgeSeconds?: number;
-  /** PendingEvents above this alarms. Default 1000. */
+  /**
+   * PendingEvents above this alarms. Default: PENDING_BACKLOG_SECONDS (60) of events at the relays' target rate,
+   * `relay.targetEventsPerSecond` x `relays` (180,000 with the defaults).
+   */
   readonly pendingEvents?: number;
   /** BatchDuration p95 above this alarms. Default 5000 ms. */
   readonly batchDurationP95Ms?: number;
@@ -77,6 +87,8 @@ export interface AlarmSubjects {
   /** How often the purge Lambda publishes the backlog gauges. */
   metricsRate: Duration;
   strictOrder: boolean;
+  /** Events/s all relays together aim at (relay.targetEventsPerSecond x relays): PendingBacklog's default scale. */
+  targetEventsPerSecond: number;
 }
 
 export interface RoutedDestination {
@@ -143,12 +155,18 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
         RUNBOOK,
       // The relay's own EMF heartbeat, stamped when written (every flush interval while it runs), not Lambda's
       // Invocations, which arrives when an invocation ends, stamped with its start: the newest 2-3 minutes of it
-      // are always empty while a 155 s invocation runs.
-      metric: subjects.metric(METRIC.relayHeartbeat, "relay", { statistic: "Sum", period: MINUTE }),
+      // are always empty while a 155 s invocation runs. Filled with 0 (silenceMetric), so silence pages after
+      // heartbeatPeriods minutes, not after CloudWatch's whole evaluation range.
+      metric: silenceMetric(
+        "heartbeat",
+        subjects.metric(METRIC.relayHeartbeat, "relay", { statistic: "Sum", period: MINUTE }),
+        "Relay heartbeats, empty minutes as 0",
+      ),
       threshold: 1,
       comparison: LESS_THAN_THRESHOLD,
       // Silence is the failure. The periods allow for the longest legal gap between ticks (relayTiming.ts), so a
-      // late tick of a relay in drain mode never alarms.
+      // late tick of a relay in drain mode never alarms. Breaching also covers a range the expression returns
+      // nothing for (no heartbeat in the whole range).
       evaluationPeriods: heartbeatPeriods,
       datapointsToAlarm: heartbeatPeriods,
       treatMissingData: BREACHING,
@@ -291,10 +309,11 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
         `The outbox backlog metrics stopped for ${snapshotPeriods} periods: the purge Lambda's snapshot runs are ` +
         "not invoked or fail (database down, secret wrong). The backlog alarms below are blind until it is back. " +
         RUNBOOK,
-      metric: subjects.metric(METRIC.pendingEvents, "purge", {
-        statistic: "SampleCount",
-        period: gaugePeriod,
-      }),
+      metric: silenceMetric(
+        "snapshots",
+        subjects.metric(METRIC.pendingEvents, "purge", { statistic: "SampleCount", period: gaugePeriod }),
+        "Backlog snapshots, empty periods as 0",
+      ),
       threshold: 1,
       comparison: LESS_THAN_THRESHOLD,
       evaluationPeriods: snapshotPeriods,
@@ -340,7 +359,7 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       id: "PendingBacklogAlarm",
       description: `More than the threshold of outbox events are waiting to be published. ${RUNBOOK}`,
       metric: gauge(METRIC.pendingEvents),
-      threshold: thresholds.pendingEvents ?? 1000,
+      threshold: thresholds.pendingEvents ?? PENDING_BACKLOG_SECONDS * subjects.targetEventsPerSecond,
       comparison: GREATER_THAN_THRESHOLD,
       evaluationPeriods: gaugePeriods,
       treatMissingData: MISSING,
@@ -516,6 +535,23 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
     },
   ];
   return rows.filter((row): row is AlarmRow => row !== false);
+}
+
+/**
+ * A silence alarm's metric: `FILL(id, 0)` of a metric that must always flow, so each empty period is a real,
+ * breaching 0. On the bare metric, missing = breaching fills in only as few periods as it must: CloudWatch
+ * retrieves a longer evaluation range than the evaluation periods (5 for 3) and evaluates the most recent real
+ * datapoints it finds there, so "0 - - - -" of a 3-of-3 alarm stays OK and the alarm fires only when the whole
+ * range is empty (CloudWatch user guide, "Configuring how CloudWatch alarms treat missing data", its evaluation
+ * range table): 5 silent periods, not 3. Filled, the N-th empty period pages.
+ */
+function silenceMetric(id: string, metric: cloudwatch.Metric, label: string): cloudwatch.MathExpression {
+  return new cloudwatch.MathExpression({
+    expression: `FILL(${id}, 0)`,
+    usingMetrics: { [id]: metric },
+    period: metric.period,
+    label,
+  });
 }
 
 /** What an OutboxConsumer's alarms watch (infra/consumer.ts). */

@@ -1,7 +1,8 @@
 import type * as ec2 from "aws-cdk-lib/aws-ec2";
+import type * as kms from "aws-cdk-lib/aws-kms";
 import type * as rds from "aws-cdk-lib/aws-rds";
-import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
-import type { IDependable } from "constructs";
+import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
+import type { Construct, IDependable } from "constructs";
 
 /** The database as the user has it: a cluster or an instance (created in the app or imported), or its parts. */
 export interface DatabaseAsGiven {
@@ -49,6 +50,34 @@ export function resolveDatabase(given: DatabaseAsGiven): ResolvedDatabase {
     connections: database ?? given.connections,
     readiness: given.readiness ?? (database === undefined ? [] : [database]),
   };
+}
+
+/**
+ * The database with its secret's customer managed key (`database.secretEncryptionKey`): the same secret, seen with
+ * its key, so every grant of it (grantSecretRead: kms:Decrypt via Secrets Manager) and the logins' rotations (CDK
+ * passes the master secret's key to AWS's rotation application as masterSecretKmsKeyArn) include the key. Without
+ * it the migrations' custom resource fails the first deploy with KMS AccessDenied.
+ */
+export function withSecretKey(
+  scope: Construct,
+  database: ResolvedDatabase,
+  key: kms.IKey | undefined,
+): ResolvedDatabase {
+  if (key === undefined) return database;
+  const { secret } = database;
+  if (secret.encryptionKey !== undefined && secret.encryptionKey !== key) {
+    throw new Error(
+      "OutboxRelay database.secretEncryptionKey: the secret already names its encryption key; give it once, " +
+        "either on the secret (Secret.fromSecretAttributes) or here",
+    );
+  }
+  const keyed = secretsmanager.Secret.fromSecretAttributes(scope, "DatabaseSecretWithKey", {
+    ...(secret.secretFullArn === undefined
+      ? { secretPartialArn: secret.secretArn }
+      : { secretCompleteArn: secret.secretFullArn }),
+    encryptionKey: key,
+  });
+  return { ...database, secret: keyed };
 }
 
 function attachedSecret(

@@ -99,12 +99,24 @@ export function grantSecretRead(scope: Construct, role: iam.Role, secret: secret
       resources: [secret.secretFullArn ?? `${secret.secretArn}-??????`],
     }),
   );
-  secret.encryptionKey?.grantDecrypt(
-    // The partition's URL suffix (amazonaws.com.cn in China), as AWS builds the service's endpoint name.
-    new kms.ViaServicePrincipal(
-      `secretsmanager.${Stack.of(scope).region}.${Stack.of(scope).urlSuffix}`,
-      role,
-    ),
+  const key = secret.encryptionKey;
+  if (key === undefined) return;
+  // The partition's URL suffix (amazonaws.com.cn in China), as AWS builds the service's endpoint name.
+  const viaSecretsManager = `secretsmanager.${Stack.of(scope).region}.${Stack.of(scope).urlSuffix}`;
+  if (key instanceof kms.Key) {
+    // A key of this app: the grant goes into its key policy.
+    key.grantDecrypt(new kms.ViaServicePrincipal(viaSecretsManager, role));
+    return;
+  }
+  // An imported key has no policy CDK can add to, and a grant to a ViaServicePrincipal adds nothing to the role
+  // either: the role gets the statement itself, which the key's policy admits when it delegates to IAM (AWS's
+  // default key policy does). Through Secrets Manager only, as the grant above.
+  role.addToPrincipalPolicy(
+    new iam.PolicyStatement({
+      actions: ["kms:Decrypt"],
+      resources: [key.keyArn],
+      conditions: { StringEquals: { "kms:ViaService": viaSecretsManager } },
+    }),
   );
 }
 

@@ -27,7 +27,7 @@ import { createAlarms, type OutboxAlarmThresholds, type RoutedDestination } from
 import { alarmTopic } from "./alarmTopic.ts";
 import { consumerVisibilityTimeout, OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 import { createDashboard } from "./dashboard.ts";
-import { type ResolvedDatabase, resolveDatabase } from "./database.ts";
+import { type ResolvedDatabase, resolveDatabase, withSecretKey } from "./database.ts";
 import {
   createDestination,
   grantRelayPublish,
@@ -58,6 +58,7 @@ import { grantPayloadWrite, type LargePayloadsProps, payloadBucket, s3Route } fr
 import {
   DEFAULT_BATCH_MAX_BYTES,
   DEFAULT_BUDGET_MARGIN_MS,
+  DEFAULT_TARGET_EVENTS_PER_SECOND,
   relayMemory,
   relayReservedConcurrency,
   relayTiming,
@@ -82,6 +83,15 @@ export interface OutboxDatabaseProps {
    * generated one, or the `secret` attribute of an imported one).
    */
   readonly secret?: secretsmanager.ISecret;
+  /**
+   * The customer managed KMS key the database secret (`secret`, or the cluster's or instance's) is encrypted with,
+   * when the imported secret does not carry it (`Secret.fromSecretCompleteArn` carries no key). The roles that
+   * read the secret get `kms:Decrypt` on it through Secrets Manager only (`kms:ViaService`), the logins' secrets are
+   * encrypted with it, and their rotations get it for the master secret. Default: the secret's own `encryptionKey`
+   * (a secret created in the app, or imported with `Secret.fromSecretAttributes({ encryptionKey })`), else none (AWS
+   * managed `aws/secretsmanager`).
+   */
+  readonly secretEncryptionKey?: kms.IKey;
   /** Database name; default: the secret's `dbname`, else `postgres`. */
   readonly databaseName?: string;
   /** The database's VPC; the Lambdas run in it. */
@@ -411,7 +421,7 @@ export class OutboxRelay extends Construct {
     super(scope, id);
     this.#props = props;
     const db = props.database;
-    const database = resolveDatabase(db);
+    const database = withSecretKey(this, resolveDatabase(db), db.secretEncryptionKey);
     this.#database = database;
     this.databaseSecret = database.secret;
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE;
@@ -816,6 +826,7 @@ export class OutboxRelay extends Construct {
       relayTickGapSeconds: timing.longestTickGapSeconds,
       metricsRate,
       strictOrder: tuning.strictOrder === true,
+      targetEventsPerSecond: (tuning.targetEventsPerSecond ?? DEFAULT_TARGET_EVENTS_PER_SECOND) * relays,
     };
     this.alarms = createAlarms(this, subjects, alarmProps);
     if (this.alarmTopic !== undefined) {

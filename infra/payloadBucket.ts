@@ -1,6 +1,7 @@
 import { type CfnElement, Duration, type RemovalPolicy, Stack, Token, Validations } from "aws-cdk-lib";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
 import * as iam from "aws-cdk-lib/aws-iam";
+import type * as kms from "aws-cdk-lib/aws-kms";
 import * as s3 from "aws-cdk-lib/aws-s3";
 import type { Construct } from "constructs";
 import { CLAIM_CHECK_SETTINGS } from "../functions/shared/destinations/claimCheck/settings.ts";
@@ -11,9 +12,18 @@ import type { CreateEndpoints } from "./network.ts";
 export interface LargePayloadsProps {
   /**
    * An existing bucket; its lifecycle and policies are yours (keep objects at least PAYLOAD_EXPIRATION_DAYS).
-   * Default: one created here, SSE-S3, TLS only, public access blocked, objects expiring after 35 days.
+   * Default: one created here, SSE-S3 (or SSE-KMS with `encryptionKey`), TLS only, public access blocked,
+   * objects expiring after 35 days.
    */
   readonly bucket?: s3.IBucket;
+  /**
+   * A customer managed KMS key for the created bucket (SSE-KMS, with an S3 Bucket Key): who may read payloads is
+   * then also who may decrypt with the key, as for a queue encrypted with one. The relay's role gets
+   * kms:GenerateDataKey/Encrypt on it, each consumer given `payloadBucket` kms:Decrypt. Not with `bucket` (a given
+   * bucket's encryption is its own: import it with its `encryptionKey` so the grants include the key). Default
+   * none: SSE-S3.
+   */
+  readonly encryptionKey?: kms.IKey;
   /** Key prefix of the payload objects; the relay may write under it only. Default `outbox-payloads/`. */
   readonly prefix?: string;
   /** Payloads over this many bytes always go through S3. Default: only those whose message would not fit. */
@@ -52,7 +62,13 @@ export function payloadBucket(
   removalPolicy: RemovalPolicy,
 ): PayloadBucket {
   const prefix = props.prefix ?? DEFAULT_PAYLOAD_PREFIX;
-  const bucket = props.bucket ?? createdBucket(scope, prefix, removalPolicy);
+  if (props.bucket !== undefined && props.encryptionKey !== undefined) {
+    throw new Error(
+      "OutboxRelay largePayloads.encryptionKey is for the bucket the construct creates; a given bucket keeps its " +
+        "own encryption (import it with its encryptionKey, e.g. Bucket.fromBucketAttributes)",
+    );
+  }
+  const bucket = props.bucket ?? createdBucket(scope, prefix, removalPolicy, props.encryptionKey);
   const C = CLAIM_CHECK_SETTINGS;
   const environment = {
     [C.bucket.env]: bucket.bucketName,
@@ -65,9 +81,17 @@ export function payloadBucket(
   return { bucket, prefix, environment };
 }
 
-function createdBucket(scope: Construct, prefix: string, removalPolicy: RemovalPolicy): s3.Bucket {
+function createdBucket(
+  scope: Construct,
+  prefix: string,
+  removalPolicy: RemovalPolicy,
+  encryptionKey: kms.IKey | undefined,
+): s3.Bucket {
   const bucket = new s3.Bucket(scope, "PayloadBucket", {
-    encryption: s3.BucketEncryption.S3_MANAGED,
+    ...(encryptionKey === undefined
+      ? { encryption: s3.BucketEncryption.S3_MANAGED }
+      : // A Bucket Key: S3 asks KMS for a bucket-level key instead of one request per object (KMS request costs).
+        { encryption: s3.BucketEncryption.KMS, encryptionKey, bucketKeyEnabled: true }),
     enforceSSL: true,
     blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
     objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,

@@ -6,7 +6,7 @@ import { isQueueUrl } from "../../functions/shared/destinations/sqs/queueUrl.ts"
 import { errorMessage } from "../../functions/shared/outbox/errors.ts";
 import { type RelaySummary, roundReserveMs } from "../../functions/shared/relay/engine.ts";
 import {
-  checkDestination,
+  destinationCheckOnce,
   destinationClientOptions,
   longestStatementMs,
   relayInvocation,
@@ -217,8 +217,9 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
   const onDisconnect = () => onSignal("SIGTERM");
   process.once("disconnect", onDisconnect);
   try {
-    // A queue that does not exist, is not FIFO or takes smaller messages fails here, naming the fix.
-    await checkDestination(destination, logger, 15_000);
+    // A queue that does not exist, is not FIFO or takes smaller messages fails the first invocation, naming the
+    // fix (a route table's check runs beside its first rounds: one silent route does not hold the others).
+    const checkOnce = destinationCheckOnce(destination, logger, 15_000);
     logger.info("relay started", {
       destination: destination.kind,
       target: destination.target,
@@ -231,9 +232,14 @@ async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<Rel
       const started = Date.now();
       const deadline =
         started + Math.min(options.invocationMs, config.maxDurationMs ?? Number.POSITIVE_INFINITY);
-      const { noProgress, ...summary } = await relayInvocation(
-        { pool: database.pool, destination, deadline, logger, signal: controller.signal },
-        config,
+      const { noProgress, ...summary } = await checkOnce(
+        deadline,
+        (signal) =>
+          relayInvocation(
+            { pool: database.pool, destination, deadline, logger, signal: signal ?? controller.signal },
+            config,
+          ),
+        controller.signal,
       );
       addTo(totals, summary);
       logger.info("invocation finished", { ...summary });

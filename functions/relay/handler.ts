@@ -40,10 +40,12 @@ export async function relay(
         destination.maxMessageBytes,
       );
       currentDeadline = deadline;
-      await checkDestinationOnce(deadline);
-      return invocation.relayInvocation(
-        { pool, destination, deadline, logger, handover, ...observer },
-        config,
+      // The first invocation checks the destination, before relaying or, for a route table, beside it.
+      return checkDestinationOnce(deadline, (signal) =>
+        invocation.relayInvocation(
+          { pool, destination, deadline, logger, handover, ...observer, ...(signal ? { signal } : {}) },
+          config,
+        ),
       );
     },
   );

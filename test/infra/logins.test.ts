@@ -1,6 +1,7 @@
 import { Stack } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as kms from "aws-cdk-lib/aws-kms";
 import * as rds from "aws-cdk-lib/aws-rds";
 import { describe, expect, it } from "vitest";
 import { examplePropsFromContext, OutboxExampleStack } from "../../infra/exampleStack.ts";
@@ -198,5 +199,63 @@ describe("login rotations behind VPC endpoints", () => {
         ToPort: 443,
       });
     }
+  });
+});
+
+/**
+ * Issue 40, item 9: an imported master secret under a customer managed key. Secret.fromSecretCompleteArn carries no
+ * key, so the migrate role got no kms:Decrypt and the rotation application no master key: the migrations' custom
+ * resource failed the first deploy with KMS AccessDenied. `database.secretEncryptionKey` names it.
+ */
+describe("an imported master secret under a customer managed key", () => {
+  const KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+
+  function userApp() {
+    const stack = new Stack(newApp(), "Service");
+    const { vpc, secret } = importedNetwork(stack);
+    const cluster = rds.DatabaseCluster.fromDatabaseClusterAttributes(stack, "Cluster", {
+      clusterIdentifier: "orders",
+      clusterEndpointAddress: "orders.cluster-abc.eu-west-1.rds.amazonaws.com",
+      port: 5432,
+      engine: rds.DatabaseClusterEngine.auroraPostgres({ version: rds.AuroraPostgresEngineVersion.VER_16_4 }),
+      securityGroups: [ec2.SecurityGroup.fromSecurityGroupId(stack, "DatabaseGroup", "sg-0d0d0d0d0d0d0d0d0")],
+      secret,
+    });
+    new OutboxRelay(stack, "Outbox", {
+      database: { cluster, vpc, secretEncryptionKey: kms.Key.fromKeyArn(stack, "SecretKey", KEY_ARN) },
+    });
+    return Template.fromStack(stack);
+  }
+
+  const template = userApp();
+  const all = template.toJSON().Resources as Record<string, Resource>;
+
+  it("lets the migrate role (and the relay's and purge's) decrypt it through Secrets Manager only", () => {
+    const decrypts = identityStatements(template).filter(
+      ({ statement }) =>
+        JSON.stringify(statement.Action).includes("kms:Decrypt") && statement.Resource === KEY_ARN,
+    );
+    const sources = decrypts.map(({ source }) => source.replace(/[0-9A-F]{8}$/, ""));
+    expect(sources).toEqual(expect.arrayContaining([expect.stringMatching(/^OutboxMigrate/)]));
+    for (const { statement } of decrypts) {
+      expect(statement.Condition).toEqual({
+        StringEquals: {
+          "kms:ViaService": {
+            "Fn::Join": ["", ["secretsmanager.", { Ref: "AWS::Region" }, ".", { Ref: "AWS::URLSuffix" }]],
+          },
+        },
+      });
+    }
+  });
+
+  it("encrypts the logins' secrets with it and gives their rotations the master secret's key", () => {
+    const logins = ofType(all, "AWS::SecretsManager::Secret").filter(([id]) => /LoginSecret/.test(id));
+    expect(logins).toHaveLength(2);
+    for (const [, secret] of logins) expect(secret.Properties?.KmsKeyId).toBe(KEY_ARN);
+    const apps = ofType(all, "AWS::Serverless::Application")
+      .map(([, r]) => r.Properties?.Parameters as Record<string, unknown>)
+      .filter((parameters) => "masterSecretArn" in parameters);
+    expect(apps).toHaveLength(2);
+    for (const parameters of apps) expect(parameters.masterSecretKmsKeyArn).toBe(KEY_ARN);
   });
 });

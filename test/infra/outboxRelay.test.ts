@@ -443,13 +443,18 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
     const table: [string, Record<string, unknown>][] = [
       [
         // The relay's own heartbeat, written every 10 s while it runs: not Lambda's Invocations, which arrives
-        // when a 155 s invocation ends, stamped with its start.
+        // when a 155 s invocation ends, stamped with its start. Empty minutes filled with 0: on the bare metric,
+        // missing = breaching pages only once CloudWatch's whole evaluation range (5 periods for 3) is empty.
         "OutboxRelayNotRunningAlarm",
         {
-          ...relay,
-          MetricName: "RelayHeartbeat",
-          Statistic: "Sum",
-          Period: 60,
+          Metrics: [
+            Match.objectLike({ Expression: "FILL(heartbeat, 0)" }),
+            {
+              Id: "heartbeat",
+              MetricStat: { Metric: { ...relay, MetricName: "RelayHeartbeat" }, Period: 60, Stat: "Sum" },
+              ReturnData: false,
+            },
+          ],
           Threshold: 1,
           ComparisonOperator: "LessThanThreshold",
           EvaluationPeriods: 3,
@@ -544,10 +549,18 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       [
         "OutboxSnapshotStoppedAlarm",
         {
-          ...purge,
-          MetricName: "PendingEvents",
-          Statistic: "SampleCount",
-          Period: 60,
+          Metrics: [
+            Match.objectLike({ Expression: "FILL(snapshots, 0)" }),
+            {
+              Id: "snapshots",
+              MetricStat: {
+                Metric: { ...purge, MetricName: "PendingEvents" },
+                Period: 60,
+                Stat: "SampleCount",
+              },
+              ReturnData: false,
+            },
+          ],
           Threshold: 1,
           ComparisonOperator: "LessThanThreshold",
           EvaluationPeriods: 3,
@@ -574,7 +587,8 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           ...purge,
           MetricName: "PendingEvents",
           Statistic: "Maximum",
-          Threshold: 1000,
+          // 60 s of events at the default 3,000 events/s target, not a fixed 1,000 (0.3 s of it).
+          Threshold: 180_000,
           TreatMissingData: "missing",
         },
       ],
@@ -714,8 +728,12 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       expect(checked).not.toContain(prefix);
       const props = template.findResources("AWS::CloudWatch::Alarm")[
         logicalId(template, "AWS::CloudWatch::Alarm", prefix)
-      ]?.Properties as Record<string, unknown>;
-      expect(props.Namespace).toBe("OutboxRelay");
+      ]?.Properties as { Namespace?: string; Metrics?: { MetricStat?: { Metric: { Namespace: string } } }[] };
+      const namespaces = [
+        props.Namespace,
+        ...(props.Metrics ?? []).map((m) => m.MetricStat?.Metric.Namespace),
+      ];
+      expect(namespaces.filter((namespace) => namespace !== undefined)).toEqual(["OutboxRelay"]);
     }
   });
 
@@ -1018,6 +1036,24 @@ describe("OutboxRelay construct options", () => {
       EvaluationPeriods: 1,
       AlarmActions: [topic],
     });
+    // The snapshot's silence alarm on the same period: ceil((300 + 60 s jitter) / 300) + 1 = 3 empty periods,
+    // each filled with 0 so the third pages (not the fifth, CloudWatch's evaluation range for 3).
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      Metrics: [
+        Match.objectLike({ Expression: "FILL(snapshots, 0)" }),
+        Match.objectLike({
+          Id: "snapshots",
+          MetricStat: Match.objectLike({
+            Metric: Match.objectLike({ MetricName: "PendingEvents" }),
+            Period: 300,
+          }),
+        }),
+      ],
+      EvaluationPeriods: 3,
+      DatapointsToAlarm: 3,
+      TreatMissingData: "breaching",
+      AlarmActions: [topic],
+    });
     template.resourceCountIs("AWS::SNS::Topic", 1);
   });
 
@@ -1044,6 +1080,15 @@ describe("OutboxRelay construct options", () => {
     );
     expect(functionProps(template, "OutboxRelayFunction").ReservedConcurrentExecutions).toBe(12);
     expect(() => constructStack(() => ({ relays: 6 }))).toThrow(/relays must be an integer from 1 to 5/);
+  });
+
+  it("scales PendingBacklog to a minute of the relays' target rate (issue 40, item 11)", () => {
+    const template = constructStack(() => ({ relays: 2, relay: { targetEventsPerSecond: 1_000 } }));
+    const [, alarm] = resources(template, "AWS::CloudWatch::Alarm").find(([id]) =>
+      id.startsWith("OutboxPendingBacklogAlarm"),
+    ) as [string, Resource];
+    // 60 s x 1,000 events/s x 2 relays.
+    expect(alarm.Properties?.Threshold).toBe(120_000);
   });
 
   it("exposes parallel rounds, idle polling and the round's byte budget, and sizes memory from them", () => {

@@ -1,6 +1,8 @@
 import { Stack } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as kms from "aws-cdk-lib/aws-kms";
+import * as s3 from "aws-cdk-lib/aws-s3";
 import { describe, expect, it } from "vitest";
 import { OutboxRelay } from "../../infra/outboxRelay.ts";
 import { PAYLOAD_EXPIRATION_DAYS } from "../../infra/payloadBucket.ts";
@@ -76,6 +78,48 @@ describe("OutboxRelay largePayloads", () => {
         ]),
       },
     });
+  });
+
+  it("encrypts the bucket with a given customer key (SSE-KMS, Bucket Key): the relay may encrypt, the consumer decrypt", () => {
+    // Issue 40, item 8: a user who encrypts queues with a customer key to limit who reads events gets payloads
+    // that only the key's users can read too.
+    const { template } = outboxStack((stack) => ({
+      largePayloads: { encryptionKey: new kms.Key(stack, "PayloadKey", { enableKeyRotation: true }) },
+      consumer: { entry: "test/fixtures/consumerHandler.ts" },
+    }));
+    const keyArn = { "Fn::GetAtt": [Match.stringLikeRegexp("^PayloadKey"), "Arn"] };
+    template.hasResourceProperties("AWS::S3::Bucket", {
+      BucketEncryption: {
+        ServerSideEncryptionConfiguration: [
+          {
+            ServerSideEncryptionByDefault: { SSEAlgorithm: "aws:kms", KMSMasterKeyID: keyArn },
+            BucketKeyEnabled: true,
+          },
+        ],
+      },
+    });
+    // The key trusts the account's IAM (CDK's default key policy): the grants are the roles' own statements.
+    const keyStatements = identityStatements(template).filter(({ statement }) =>
+      JSON.stringify(statement.Resource).includes("PayloadKey"),
+    );
+    const actionsOf = (source: RegExp) =>
+      keyStatements
+        .filter((one) => source.test(one.source))
+        .flatMap(({ statement }) => [statement.Action].flat());
+    expect(actionsOf(/^OutboxRelay/)).toEqual(expect.arrayContaining(["kms:GenerateDataKey*"]));
+    expect(actionsOf(/^OutboxRelay/)).not.toContain("kms:Decrypt");
+    expect(actionsOf(/Consumer/)).toEqual(["kms:Decrypt"]);
+  });
+
+  it("refuses encryptionKey with a given bucket, whose encryption is its own", () => {
+    expect(() =>
+      outboxStack((stack) => ({
+        largePayloads: {
+          bucket: s3.Bucket.fromBucketName(stack, "Given", "payloads"),
+          encryptionKey: new kms.Key(stack, "PayloadKey"),
+        },
+      })),
+    ).toThrow(/largePayloads\.encryptionKey is for the bucket the construct creates/);
   });
 
   it("gives the relay its settings and s3:PutObject under the prefix, the consumer s3:GetObject, nothing more", () => {

@@ -83,6 +83,12 @@ export interface Destination<Message = unknown> {
    */
   check?(timeoutMs: number): Promise<DestinationCheck>;
   /**
+   * True when each place behind this destination holds its own sends until its own check has answered (a router:
+   * routing/router.ts), so the caller relays beside the check instead of waiting for it: one silent route then
+   * holds only its own events. Absent: the caller waits for the check before the first round.
+   */
+  readonly checkBesideRelaying?: boolean;
+  /**
    * When one destination stands for several (a router), the request a prepared message belongs to and that
    * request's limits: the publisher packs each channel's messages into requests of their own, so one request
    * never mixes destinations. Absent: every message shares one channel with the limits above.

@@ -247,18 +247,53 @@ export function destinationClientOptions(
 /**
  * The Lambda's form of checkDestination: once per container, on the first invocation (a check at init would count
  * against Lambda's 10 s init limit); a check that throws is made again by the next invocation, so a fixed
- * destination is picked up.
+ * destination is picked up. The returned function runs one invocation's `relay` after the check, or beside it
+ * (relayBesideCheck). `timeoutMs` fixes the check's bound (the CLI's); else it is checkTimeoutMs of the deadline.
  */
 export function destinationCheckOnce(
   destination: Destination,
   logger: Logger,
-): (deadline: number) => Promise<void> {
+  timeoutMs?: number,
+): <T>(deadline: number, relay: (signal?: AbortSignal) => Promise<T>, signal?: AbortSignal) => Promise<T> {
   let checked = false;
-  return async (deadline) => {
-    if (checked) return;
-    await checkDestination(destination, logger, checkTimeoutMs(deadline));
-    checked = true;
+  return (deadline, relay, signal) => {
+    if (checked) return relay(signal);
+    const check = checkDestination(destination, logger, timeoutMs ?? checkTimeoutMs(deadline)).then(() => {
+      checked = true;
+    });
+    return relayBesideCheck(destination, check, relay, signal);
   };
+}
+
+/**
+ * Runs `relay` after the destination's start check, or beside it when the destination holds each place's sends
+ * for that place's own check (`checkBesideRelaying`, a router): a silent route's check, waiting out its bound,
+ * then does not hold the other routes' first rounds (issue 40, item 12). A check that throws (a route that can
+ * never work: DESIGN invariant 6) still fails the invocation loudly: it stops the relay (no new rounds) and is
+ * thrown once the round in progress has finished; meanwhile that route's events stay pending (router.ts).
+ */
+export async function relayBesideCheck<T>(
+  destination: Destination,
+  check: Promise<void>,
+  relay: (signal?: AbortSignal) => Promise<T>,
+  signal?: AbortSignal,
+): Promise<T> {
+  if (destination.checkBesideRelaying !== true) {
+    await check;
+    return relay(signal);
+  }
+  const stop = new AbortController();
+  let failure: { error: unknown } | undefined;
+  const checking = check.catch((error: unknown) => {
+    failure = { error };
+    stop.abort();
+  });
+  const result = await relay(
+    signal === undefined ? stop.signal : AbortSignal.any([signal, stop.signal]),
+  ).finally(() => checking);
+  await checking;
+  if (failure !== undefined) throw failure.error;
+  return result;
 }
 
 /** The destination check's own bound: within the invocation's budget, so an unreachable endpoint fails first. */

@@ -1,4 +1,4 @@
-import { ConfigError } from "../../outbox/errors.ts";
+import { ConfigError, errorMessage } from "../../outbox/errors.ts";
 import type { ClaimedRow } from "../../outbox/row.ts";
 import { DestinationCheckError } from "../checkFailure.ts";
 import type {
@@ -45,7 +45,9 @@ export const NO_ROUTE = "no route";
  *   takes a later event while an earlier one is in backoff. An event is published only after every earlier
  *   event of its aggregate was accepted, wherever that went.
  * - one destination's outage does not stop the others: results are per entry, a failed destination's rows are
- *   `unsent` (backoff, never dead letters) and the other lanes' requests go on in the same round.
+ *   `unsent` (backoff, never dead letters) and the other lanes' requests go on in the same round. At cold start
+ *   too: the lanes are checked at once and the relay does not wait for the check (`checkBesideRelaying`); a
+ *   lane's requests wait for its own check only, so a silent destination holds its own events, not the others'.
  * Routes that name the same Destination object share one lane.
  */
 export function routingDestination(routes: readonly Route[], fallback?: Destination): Destination<Routed> {
@@ -66,6 +68,28 @@ export function routingDestination(routes: readonly Route[], fallback?: Destinat
     },
   }));
   const route = (row: ClaimedRow): number | undefined => table.laneOf(row.aggregate_type, row.event_type);
+  // Each lane's start check, once `check` has started them: a lane's requests wait for its own check only, so a
+  // silent destination (its check waiting out its timeout) holds its own events, not the other routes'.
+  let laneChecks: Promise<LaneVerdict>[] | undefined;
+  const sendLane = async (
+    lane: number,
+    entries: readonly Prepared<unknown>[],
+    signal?: AbortSignal,
+  ): Promise<PublishResult[]> => {
+    const { destination, name } = lanes[lane] as Lane;
+    const verdict = await untilChecked(laneChecks?.[lane], signal);
+    if (typeof verdict === "object") {
+      // A route that can never work (missing, wrong kind, too small): its events stay pending, never dead
+      // letters; the check's own error fails the invocation (relay/invocation.ts, relayBesideCheck).
+      const error = `route to ${name} failed its start check: ${verdict.error}`;
+      return entries.map(({ row }): PublishResult => ({ row, status: "unsent", error }));
+    }
+    if (verdict === "pending") {
+      const error = `start check of ${name} has not answered yet`;
+      return entries.map(({ row }): PublishResult => ({ row, status: "unsent", error }));
+    }
+    return destination.send(entries, signal);
+  };
 
   const send = async (batch: readonly Prepared<Routed>[], signal?: AbortSignal): Promise<PublishResult[]> => {
     // The publisher sends one channel per request; a mixed batch (another caller) is split, lanes at once.
@@ -75,7 +99,8 @@ export function routingDestination(routes: readonly Route[], fallback?: Destinat
     }
     const sent = await Promise.all(
       [...byLane].map(([lane, entries]) =>
-        (lanes[lane] as Lane).destination.send(
+        sendLane(
+          lane,
           entries.map((entry) => entry.message.prepared),
           signal,
         ),
@@ -118,9 +143,18 @@ export function routingDestination(routes: readonly Route[], fallback?: Destinat
       const lane = route(row);
       return lane === undefined ? NO_ROUTE_DESTINATION : (lanes[lane] as Lane).name;
     },
+    checkBesideRelaying: true,
     check: async (timeoutMs) => {
+      // All lanes at once, each bounded by timeoutMs; their verdicts gate their own sends (sendLane).
+      const started = lanes.map((lane) => checkLane(lane, timeoutMs));
+      laneChecks = started.map((check) =>
+        check.then(
+          (): LaneVerdict => "checked",
+          (error: unknown): LaneVerdict => ({ error: errorMessage(error) }),
+        ),
+      );
       const checks = await Promise.all(
-        lanes.map(async (lane) => ({ lane, check: (await checkLane(lane, timeoutMs)) ?? null })),
+        started.map(async (check, lane) => ({ lane: lanes[lane] as Lane, check: (await check) ?? null })),
       );
       const unverified = checks.flatMap(({ lane, check }) =>
         check !== null && !check.verified ? [`${lane.name}: ${check.reason}`] : [],
@@ -130,6 +164,33 @@ export function routingDestination(routes: readonly Route[], fallback?: Destinat
         : { verified: false, reason: unverified.join("; ") };
     },
   };
+}
+
+/** A lane's start check as its sends see it: answered (verified or not), or failed for good. */
+type LaneVerdict = "checked" | { error: string };
+
+/**
+ * Waits for a lane's check, no longer than the request's own signal (the round's publish timeout): a check still
+ * running then is `pending`, and the lane's entries are unsent (backoff, retried; never dead letters). No check
+ * started (a caller that never checks): undefined, send at once.
+ */
+async function untilChecked(
+  check: Promise<LaneVerdict> | undefined,
+  signal?: AbortSignal,
+): Promise<LaneVerdict | "pending" | undefined> {
+  if (check === undefined) return undefined;
+  if (signal === undefined) return check;
+  if (signal.aborted) return Promise.race([check, Promise.resolve("pending" as const)]);
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<"pending">((resolve) => {
+    onAbort = () => resolve("pending");
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([check, aborted]);
+  } finally {
+    if (onAbort) signal.removeEventListener("abort", onAbort);
+  }
 }
 
 /**
