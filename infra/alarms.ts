@@ -37,7 +37,7 @@ export interface OutboxAlarmThresholds {
   readonly oldestPendingAgeSeconds?: number;
   /**
    * PendingEvents above this alarms. Default: PENDING_BACKLOG_SECONDS (60) of events at the relays' target rate,
-   * `relay.targetEventsPerSecond` x `relays` (180,000 with the defaults).
+   * `relay.targetEventsPerSecond` x `relays` (60,000 with the defaults).
    */
   readonly pendingEvents?: number;
   /** BatchDuration p95 above this alarms. Default 5000 ms. */

@@ -588,7 +588,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           MetricName: "PendingEvents",
           Statistic: "Maximum",
           // 60 s of events at the default 3,000 events/s target, not a fixed 1,000 (0.3 s of it).
-          Threshold: 180_000,
+          Threshold: 60_000,
           TreatMissingData: "missing",
         },
       ],
