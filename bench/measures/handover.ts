@@ -144,12 +144,10 @@ export async function measureHandover(
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   const ended = Date.now();
-  for (const child of children) if (child.exitCode === null) child.kill("SIGTERM");
-  await Promise.all(
-    children.map((child) =>
-      child.exitCode === null ? new Promise((resolve) => child.once("exit", resolve)) : undefined,
-    ),
-  );
+  // A child killed by a signal has exited with exitCode null and its signalCode set: only running ones are waited for.
+  const running = children.filter((child) => child.exitCode === null && child.signalCode === null);
+  for (const child of running) child.kill("SIGTERM");
+  await Promise.all(running.map((child) => new Promise((resolve) => child.once("exit", resolve))));
   sqs.destroy();
 
   // Alive: integrate the number of live invocations over [first start, ended].
