@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEmptyDatabase } from "../support/db.ts";
-import { appEnv, packedApp } from "../support/packedApp.ts";
+import { appEnv, packedApp, typeCheckApp } from "../support/packedApp.ts";
 
 /**
  * The README's producer (docs/examples/producer.js, shown verbatim there: install.test.ts checks it) in a fresh
@@ -145,15 +145,7 @@ describe("the installed package in a fresh app", () => {
         files: ["producer.js"],
       }),
     );
-    const check = spawnSync(
-      process.execPath,
-      [join(app, "node_modules", "typescript", "bin", "tsc"), "-p", "."],
-      {
-        cwd: app,
-        encoding: "utf8",
-        env: appEnv(),
-      },
-    );
+    const check = typeCheckApp(app);
     expect(check.status, `${check.stdout}${check.stderr}`).toBe(0);
   }, 120_000);
 

@@ -6,7 +6,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { createEmptyDatabase } from "../support/db.ts";
-import { appEnv, packedApp, REPOSITORY } from "../support/packedApp.ts";
+import { appEnv, packedApp, REPOSITORY, typeCheckApp } from "../support/packedApp.ts";
 import { createFifoQueue, receiveAll, sqsClient } from "../support/sqs.ts";
 
 /**
@@ -89,15 +89,7 @@ describe("the README's story, from the packed tarball", () => {
         files: STORY,
       }),
     );
-    const check = spawnSync(
-      process.execPath,
-      [join(app, "node_modules", "typescript", "bin", "tsc"), "-p", "."],
-      {
-        cwd: app,
-        encoding: "utf8",
-        env: appEnv(),
-      },
-    );
+    const check = typeCheckApp(app);
     expect(check.status, `${check.stdout}${check.stderr}`).toBe(0);
   }, 120_000);
 

@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, type SpawnSyncReturns, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -90,4 +90,13 @@ export function packedApp(
 /** The package.json of the app, as npm left it. */
 export function appManifest(app: string): { dependencies?: Record<string, string> } {
   return JSON.parse(readFileSync(join(app, "package.json"), "utf8"));
+}
+
+/** The app's own TypeScript over its tsconfig.json, as the user's build would run it; check `status` and the output. */
+export function typeCheckApp(app: string): SpawnSyncReturns<string> {
+  return spawnSync(process.execPath, [join(app, "node_modules", "typescript", "bin", "tsc"), "-p", "."], {
+    cwd: app,
+    encoding: "utf8",
+    env: appEnv(),
+  });
 }

@@ -29,15 +29,7 @@ export async function startStallingTcpProxy(targetPort: number): Promise<Stallin
     upstream.on("data", (chunk) => {
       if (!pair.stalled) client.write(chunk);
     });
-    const end = () => {
-      open.delete(pair);
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on("close", end);
-    upstream.on("close", end);
-    client.on("error", end);
-    upstream.on("error", end);
+    onEitherEnd(client, upstream, () => open.delete(pair));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
@@ -110,16 +102,10 @@ export async function startThrottlingTcpProxy(targetPort: number): Promise<Throt
       if (rate === undefined) flush();
       else if (queued >= THROTTLE_BUFFER_BYTES) upstream.pause();
     });
-    const end = () => {
+    onEitherEnd(client, upstream, () => {
       clearInterval(pair.timer);
       open.delete(pair);
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on("close", end);
-    upstream.on("close", end);
-    client.on("error", end);
-    upstream.on("error", end);
+    });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
@@ -137,4 +123,17 @@ export async function startThrottlingTcpProxy(targetPort: number): Promise<Throt
         server.close(() => resolve());
       }),
   };
+}
+
+/** When either side of a proxied pair closes or fails: `forget` it, then close both. */
+function onEitherEnd(client: Socket, upstream: Socket, forget: () => void): void {
+  const end = () => {
+    forget();
+    client.destroy();
+    upstream.destroy();
+  };
+  for (const socket of [client, upstream]) {
+    socket.on("close", end);
+    socket.on("error", end);
+  }
 }
