@@ -1,15 +1,16 @@
 import { randomUUID } from "node:crypto";
-import pg from "pg";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { RoundReport } from "../../functions/shared/relay/engine.ts";
-import { type InvocationSummary, relayInvocation } from "../../functions/shared/relay/invocation.ts";
-import { relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
-import { relayLambdaEnv } from "../support/lambda.ts";
+import {
+  type HandoverRig,
+  handoverConfig,
+  type Invocation,
+  kill,
+  startInvocation,
+} from "../support/handover.ts";
 import { PRIVATE } from "../support/privateSchema.ts";
 import { enqueueCommitted } from "../support/produce.ts";
-import { queueDestination } from "../support/relay.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
 
 /**
@@ -18,7 +19,6 @@ import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
  */
 const db = useTestDatabase();
 const aws = useFakeSqs();
-const quiet = { info() {}, warn() {}, error() {} };
 let queueUrl: string;
 let queueName: string;
 
@@ -32,71 +32,24 @@ beforeEach(async () => {
   aws.fake.clearDeliveries();
 });
 
-const config = (extra: Record<string, string> = {}) =>
-  relayConfigFromEnv(
-    relayLambdaEnv({
-      DATABASE_URL: db.url,
-      OUTBOX_QUEUE_URL: queueUrl,
-      AWS_ENDPOINT_URL: aws.fake.url,
-      RELAY_MODE: "dwell",
-      RELAY_PUBLISH_TIMEOUT_MS: "2000",
-      RELAY_STATEMENT_TIMEOUT_MS: "1000",
-      RELAY_PARALLEL_ROUNDS: "2",
-      ...extra,
-    }),
-  );
+const rig = (): HandoverRig => ({ databaseUrl: db.url, sqs: aws.sqs, sqsEndpoint: aws.fake.url, queueUrl });
 
-interface Running {
-  done: Promise<InvocationSummary>;
-  /** Resolves after the invocation's first completed round. */
-  firstRound: Promise<void>;
-  stop: AbortController;
-  pool: pg.Pool;
-  applicationName: string;
-}
-
-/** One scheduled invocation of slot `slot`, on a pool of its own (a Lambda container's), started now. */
+/** One scheduled invocation of slot `slot`, on a pool of its own (a Lambda container's). */
 let failedRound: () => void = () => {};
-
-function invoke(
+const invoke = (
   slot: number,
   startedAt: number,
-  dwellMs = 60_000,
-  url = db.url,
+  databaseUrl = db.url,
   extra: Record<string, string> = {},
-): Running {
-  const applicationName = `relay-${randomUUID().slice(0, 8)}`;
-  const pool = new pg.Pool({ connectionString: url, max: 3, application_name: applicationName });
-  pool.on("error", () => {});
-  const stop = new AbortController();
-  let proved: () => void = () => {};
-  const firstRound = new Promise<void>((resolve) => {
-    proved = resolve;
+): Invocation =>
+  startInvocation(rig(), {
+    slot,
+    startedAt,
+    databaseUrl,
+    dwellMs: 60_000,
+    config: handoverConfig(rig(), extra),
+    onRoundFailed: () => failedRound(),
   });
-  const done = relayInvocation(
-    {
-      pool,
-      destination: queueDestination(aws.sqs, { queueUrl }),
-      deadline: Date.now() + dwellMs,
-      logger: quiet,
-      signal: stop.signal,
-      handover: { slot, startedAt },
-      onRound: (_report: RoundReport) => proved(),
-      onRoundFailed: () => failedRound(),
-    },
-    config(extra),
-  ).finally(() => pool.end().catch(() => {}));
-  done.catch(() => {}); // awaited by the test; a successor killed on purpose may reject
-  return { done, firstRound, stop, pool, applicationName };
-}
-
-/** Ends every session of one invocation's pool, as a Lambda container that dies does. */
-async function kill(running: Running) {
-  running.stop.abort();
-  await db.pool.query("select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1", [
-    running.applicationName,
-  ]);
-}
 
 function published() {
   return aws.fake.deliveries(queueName).filter((delivery) => !delivery.duplicate);
@@ -141,10 +94,10 @@ describe("hand-over between relay invocations", () => {
     const failed = new Promise<void>((resolve) => {
       failedRound = resolve;
     });
-    const successor = invoke(0, t0 + 1, 60_000, brokenUrl.toString());
+    const successor = invoke(0, t0 + 1, brokenUrl.toString());
     // Its first round fails, or its start-up check does: either way it never completes a round.
     await Promise.race([failed, successor.done.catch(() => undefined)]);
-    await kill(successor);
+    await kill(successor, db.pool);
     await successor.done.catch(() => undefined);
 
     const events = await enqueueCommitted(db.pool, [
@@ -161,7 +114,7 @@ describe("hand-over between relay invocations", () => {
 
   it("with RELAY_IDLE_STOP_MS, an invocation that claims nothing for that long returns before its deadline", async () => {
     const t0 = Date.now();
-    const idle = invoke(0, t0, 60_000, db.url, { RELAY_IDLE_STOP_MS: "1000" });
+    const idle = invoke(0, t0, db.url, { RELAY_IDLE_STOP_MS: "1000" });
     const summary = await idle.done;
     expect(summary.stoppedBy).toBe("idle");
     expect(Date.now() - t0).toBeLessThan(30_000);

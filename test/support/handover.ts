@@ -64,11 +64,24 @@ export interface Invocation {
 
 export function startInvocation(
   rig: HandoverRig,
-  options: { slot?: number; dwellMs: number; config: RelayConfig },
+  options: {
+    slot?: number;
+    dwellMs: number;
+    config: RelayConfig;
+    /** The start time it claims its slot with (default now): lets a test order two starts deterministically. */
+    startedAt?: number;
+    /** Another login than the rig's (one that cannot read the outbox, say). */
+    databaseUrl?: string;
+    onRoundFailed?: () => void;
+  },
 ): Invocation {
-  const startedAt = Date.now();
+  const startedAt = options.startedAt ?? Date.now();
   const applicationName = `relay-${randomUUID().slice(0, 8)}`;
-  const pool = new pg.Pool({ connectionString: rig.databaseUrl, max: 3, application_name: applicationName });
+  const pool = new pg.Pool({
+    connectionString: options.databaseUrl ?? rig.databaseUrl,
+    max: 3,
+    application_name: applicationName,
+  });
   // A restarted server ends idle sessions; the relay's next round reconnects.
   pool.on("error", () => {});
   pool.on("connect", (client) => client.on("error", () => {}));
@@ -99,6 +112,7 @@ export function startInvocation(
         },
         onRoundFailed: () => {
           rounds.failed++;
+          options.onRoundFailed?.();
         },
       },
       options.config,
