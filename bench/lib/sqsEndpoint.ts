@@ -35,7 +35,7 @@ export type EndpointReply = {
 };
 
 /**
- * Runs local/fakes/fakeSqs.ts on a worker thread. In production SQS's own work happens on AWS's machines; in one
+ * Runs cli/dev/aws/fakeSqs.ts on a worker thread. In production SQS's own work happens on AWS's machines; in one
  * thread with the relay, the fake's JSON parsing and MD5s would be charged to the relay's event loop (measured:
  * 6.3k vs 8.6k events/s at the default options). A thread keeps the relay's loop to itself, while still
  * sharing this machine's two cores, which the results state.

@@ -1,5 +1,5 @@
 import { parentPort } from "node:worker_threads";
-import { startFakeSqs } from "../../local/fakes/fakeSqs.ts";
+import { startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import type { EndpointReply, EndpointRequest } from "./sqsEndpoint.ts";
 import { watchThread } from "./threadPauses.ts";
 

@@ -1,5 +1,6 @@
 import { SendMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
+import { pollOnce } from "../../cli/dev/aws/sqsEventSource.ts";
 import {
   createInboxHandler,
   type InboxEvent,
@@ -9,7 +10,6 @@ import {
   type SqsEvent,
 } from "../../functions/shared/consumer/index.ts";
 import { messageAttributes } from "../../functions/shared/outbox/message.ts";
-import { pollOnce } from "../../local/fakes/sqsEventSource.ts";
 import { createBenchQueue, relaySqsClient } from "../lib/sqsClient.ts";
 import { type Repeated, repeated } from "../lib/stats.ts";
 import { markdownTable } from "../lib/table.ts";
@@ -17,7 +17,7 @@ import { markdownTable } from "../lib/table.ts";
 /**
  * (9) Consumer throughput: records per second through an inbox handler against a plain handler that does the
  * same write, in the same run, on the same queue shape. Both read relay-shaped messages (functions/shared/
- * sqsMessage.ts) from the in-process SQS endpoint through local/fakes/sqsEventSource.ts, the way Lambda's event
+ * sqsMessage.ts) from the in-process SQS endpoint through cli/dev/aws/sqsEventSource.ts, the way Lambda's event
  * source calls a function: `pollers` invocations at a time, 10 records each, failed records left for SQS.
  *
  * - plain: per record, JSON.parse of the body and one autocommitted INSERT of the effect, one record after

@@ -11,10 +11,11 @@
  * too); one JSON line on stdout reports the URLs (or an error); the servers stop when stdin ends, which is also
  * what happens if the demo dies without cleaning up.
  */
+
+import { startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import { type LocalAwsEndpoint, startAwsEndpoint } from "../backends/awsEndpoint.ts";
 import { chooseFromEnvironment } from "../backends/docker.ts";
 import { startPostgres } from "../backends/postgres.ts";
-import { startFakeSqs } from "../fakes/fakeSqs.ts";
 
 export interface BackendsReport {
   postgres?: { url: string; source: string };
@@ -26,7 +27,7 @@ const wanted = new Set(process.argv.slice(2));
 
 /**
  * The endpoint of `npm start --destination eventbridge`: LocalStack when Docker answers; otherwise the in-process
- * endpoint (local/fakes/fakeSqs.ts with local/fakes/fakeEventBridge.ts), not moto. moto routes each event from a bus to an
+ * endpoint (cli/dev/aws/fakeSqs.ts with cli/dev/aws/fakeEventBridge.ts), not moto. moto routes each event from a bus to an
  * SQS target in about 0.6 s (docs/eventbridge.md), so at the demo's 25 events/s the backlog would only grow; the
  * in-process endpoint speaks the same wire protocol (PutEvents, rules, SQS targets) at full speed.
  */

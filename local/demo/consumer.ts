@@ -1,8 +1,8 @@
 /**
  * The consumer of `npm start`, built on the package's consumer library ("aws-outbox-relay/consumer"): the same
- * createInboxHandler a Lambda would export, driven here by local/fakes/sqsEventSource.ts the way Lambda's SQS event
+ * createInboxHandler a Lambda would export, driven here by cli/dev/aws/sqsEventSource.ts the way Lambda's SQS event
  * source drives it (long-poll receive, SQS event, delete what did not fail), or for a Kinesis stream by
- * local/fakes/kinesisEventSource.ts as Lambda's Kinesis event source does (GetRecords per shard, a Kinesis event,
+ * cli/dev/aws/kinesisEventSource.ts as Lambda's Kinesis event source does (GetRecords per shard, a Kinesis event,
  * resume from the lowest failed sequence number). Each event is applied to a read
  * model of its order in the transaction that records its outbox id in the inbox, so a redelivered message
  * (a relay that died after publishing, this consumer dying before deleting) finds its id and changes nothing.
@@ -16,6 +16,8 @@
  */
 import { ChangeMessageVisibilityBatchCommand, type Message, type SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
+import type { KinesisEventSource } from "../../cli/dev/aws/kinesisEventSource.ts";
+import { pollOnce } from "../../cli/dev/aws/sqsEventSource.ts";
 import {
   createInboxHandler,
   type InboxEvent,
@@ -25,8 +27,6 @@ import {
   type RecordOutcome,
 } from "../../functions/shared/consumer/index.ts";
 import { ValidationError } from "../../functions/shared/outbox/errors.ts";
-import type { KinesisEventSource } from "../fakes/kinesisEventSource.ts";
-import { pollOnce } from "../fakes/sqsEventSource.ts";
 
 /** Where the consumer's deliveries come from: a queue (SQS event source) or a stream (Kinesis event source). */
 export type ConsumerFeed = { sqs: SQSClient; queueUrl: string } | { stream: KinesisEventSource };

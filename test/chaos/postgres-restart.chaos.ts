@@ -1,8 +1,8 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import { migrate } from "../../functions/shared/db/migrate.ts";
 import { type LocalPostgres, startPostgres } from "../../local/backends/postgres.ts";
-import { type FakeSqs, startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 import { expectSurvived } from "./support/chaosSuite.ts";
 import { runChaosScenario } from "./support/scenario.ts";
 

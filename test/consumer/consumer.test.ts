@@ -1,5 +1,6 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
+import { pollOnce } from "../../cli/dev/aws/sqsEventSource.ts";
 import {
   createInboxHandler,
   type InboxEvent,
@@ -7,7 +8,6 @@ import {
   InboxUnavailableError,
 } from "../../functions/shared/consumer/index.ts";
 import { freePort } from "../../local/backends/freePort.ts";
-import { pollOnce } from "../../local/fakes/sqsEventSource.ts";
 import {
   CONSUMER_SCHEMA,
   createConsumerTables,

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { describe, expect, it } from "vitest";
+import { pollOnce } from "../../cli/dev/aws/sqsEventSource.ts";
 import { createInboxHandler } from "../../functions/shared/consumer/index.ts";
-import { pollOnce } from "../../local/fakes/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, outboxIdOf, recorder } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";

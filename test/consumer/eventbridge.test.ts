@@ -1,5 +1,6 @@
 import { type Message, SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { pollOnce, toSqsEvent } from "../../cli/dev/aws/sqsEventSource.ts";
 import {
   createInboxHandler,
   type InboxEvent,
@@ -11,7 +12,6 @@ import {
   detailEnvelope,
   eventBridgeDestination,
 } from "../../functions/shared/destinations/eventBridge/eventBridge.ts";
-import { pollOnce, toSqsEvent } from "../../local/fakes/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, inboxIds, recorder } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";
 import {

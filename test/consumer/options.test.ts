@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { pollOnce } from "../../cli/dev/aws/sqsEventSource.ts";
 import { createInboxHandler, type SessionClient } from "../../functions/shared/consumer/index.ts";
-import { pollOnce } from "../../local/fakes/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, recorder, sendAgain } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";

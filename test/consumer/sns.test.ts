@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { CreateTopicCommand, SNSClient, SubscribeCommand } from "@aws-sdk/client-sns";
 import { GetQueueAttributesCommand, type Message, SendMessageCommand } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { pollOnce } from "../../cli/dev/aws/sqsEventSource.ts";
 import {
   createInboxHandler,
   type InboxEvent,
@@ -9,7 +10,6 @@ import {
 } from "../../functions/shared/consumer/index.ts";
 import { snsDestination } from "../../functions/shared/destinations/sns/sns.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
-import { pollOnce } from "../../local/fakes/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, effects, inboxIds, recorder } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";

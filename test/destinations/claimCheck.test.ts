@@ -6,6 +6,7 @@ import { CreateBucketCommand, DeleteObjectCommand, GetObjectCommand, S3Client } 
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { pollOnce } from "../../cli/dev/aws/sqsEventSource.ts";
 import {
   createInboxHandler,
   type InboxEvent,
@@ -14,7 +15,6 @@ import {
 import { EXTENDED_PAYLOAD_SIZE, POINTER_CLASS } from "../../functions/shared/outbox/payloadPointer.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { freePort } from "../../local/backends/freePort.ts";
-import { pollOnce } from "../../local/fakes/sqsEventSource.ts";
 import { bundleOptions } from "../../scripts/lambdaBundles.ts";
 import { CONSUMER_SCHEMA, createConsumerTables, inboxIds, relayRecord } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";

@@ -7,8 +7,8 @@ import {
 } from "@aws-sdk/client-eventbridge";
 import { PurgeQueueCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { FakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import { eventBridgeDestination } from "../../functions/shared/destinations/eventBridge/eventBridge.ts";
-import type { FakeSqs } from "../../local/fakes/fakeSqs.ts";
 import { aLoadedRow, type FakeBus, startFakeBus } from "../support/eventBridge.ts";
 import { receiveAll } from "../support/sqs.ts";
 

@@ -1,8 +1,8 @@
 import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { FakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import { eventBridgeDestination } from "../../functions/shared/destinations/eventBridge/eventBridge.ts";
 import type { OutboxEvent } from "../../functions/shared/produce/enqueue.ts";
-import type { FakeSqs } from "../../local/fakes/fakeSqs.ts";
 import { useTestDatabase } from "../support/db.ts";
 import {
   createBusToQueue,

@@ -15,8 +15,8 @@ import {
 } from "@aws-sdk/client-sns";
 import { NodeHttpHandler } from "@smithy/node-http-handler";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 
 let fake: FakeSqs;
 let sns: SNSClient;

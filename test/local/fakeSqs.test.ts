@@ -21,8 +21,8 @@ import {
   TooManyEntriesInBatchRequest,
 } from "@aws-sdk/client-sqs";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 import { createFifoQueue, sqsClient } from "../support/sqs.ts";
 
 let fake: FakeSqs;

@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { CreateStreamCommand, DescribeStreamSummaryCommand, PutRecordCommand } from "@aws-sdk/client-kinesis";
 import { afterAll, describe, expect, inject, it } from "vitest";
+import { KinesisEventSource } from "../../cli/dev/aws/kinesisEventSource.ts";
 import type { InboxStreamHandler, KinesisEvent } from "../../functions/shared/consumer/index.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { kinesisClient } from "../../local/demo/targets.ts";
-import { KinesisEventSource } from "../../local/fakes/kinesisEventSource.ts";
 
 const kinesis = kinesisClient({ ...LOCAL_AWS, endpoint: inject("awsEndpoint") });
 afterAll(() => kinesis.destroy());

@@ -2,6 +2,7 @@ import { Metrics } from "@aws-lambda-powertools/metrics";
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import type { Context, ScheduledEvent } from "aws-lambda";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import { migrate } from "../../functions/shared/db/migrate.ts";
 import {
   createMetrics,
@@ -16,7 +17,6 @@ import {
 import { outboxNames } from "../../functions/shared/outbox/names.ts";
 import type { RoundReport } from "../../functions/shared/relay/engine.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { relayLambdaEnv } from "../support/lambda.ts";
 import { PRIVATE } from "../support/privateSchema.ts";

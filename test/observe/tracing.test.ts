@@ -8,9 +8,9 @@ import {
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { pollOnce } from "../../cli/dev/aws/sqsEventSource.ts";
 import { createInboxHandler, type InboxEvent } from "../../functions/shared/consumer/index.ts";
 import { traceparentFromXray } from "../../functions/shared/outbox/traceContext.ts";
-import { pollOnce } from "../../local/fakes/sqsEventSource.ts";
 import { CONSUMER_SCHEMA, createConsumerTables } from "../support/consumer.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";

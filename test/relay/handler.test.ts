@@ -1,7 +1,7 @@
 import { CreateQueueCommand } from "@aws-sdk/client-sqs";
 import type { ScheduledEvent } from "aws-lambda";
 import { beforeAll, describe, expect, inject, it, vi } from "vitest";
-import { startFakeSqs } from "../../local/fakes/fakeSqs.ts";
+import { startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { lambdaContext, relayLambdaEnv } from "../support/lambda.ts";

@@ -1,9 +1,9 @@
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import type { Queryable } from "../../functions/shared/db/session.ts";
 import { runRelay } from "../../functions/shared/relay/engine.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 import { waitFor } from "../chaos/support/waitFor.ts";
 import { type CommittedEvent, checkCommitOrder } from "../support/commitOrder.ts";
 import { type TestDatabase, useTestDatabase } from "../support/db.ts";

@@ -1,4 +1,4 @@
-import type { Delivery } from "../../local/fakes/fakeSqs.ts";
+import type { Delivery } from "../../cli/dev/aws/fakeSqs.ts";
 
 /** One committed event as its producer saw it: the order key RETURNING gave, and its place in commit order. */
 export interface CommittedEvent {

@@ -7,10 +7,10 @@ import {
 } from "@aws-sdk/client-eventbridge";
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { inject } from "vitest";
+import type { PublishedEvent } from "../../cli/dev/aws/fakeEventBridge.ts";
+import { type Delivery, type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import type { LoadedRow } from "../../functions/shared/destinations/destination.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
-import type { PublishedEvent } from "../../local/fakes/fakeEventBridge.ts";
-import { type Delivery, type FakeSqs, startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 
 export function eventBridgeClient(endpoint = inject("awsEndpoint"), maxAttempts = 3): EventBridgeClient {
   return new EventBridgeClient({ ...LOCAL_AWS, endpoint, maxAttempts });

@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
+import type { Delivery } from "../../cli/dev/aws/fakeSqs.ts";
 import { roundReserveMs } from "../../functions/shared/relay/engine.ts";
 import { type InvocationSummary, relayInvocation } from "../../functions/shared/relay/invocation.ts";
 import { type RelayConfig, relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
-import type { Delivery } from "../../local/fakes/fakeSqs.ts";
 import { anEvent } from "./factories.ts";
 import { relayLambdaEnv } from "./lambda.ts";
 import { enqueueCommitted } from "./produce.ts";

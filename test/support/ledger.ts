@@ -1,4 +1,4 @@
-import type { Delivery } from "../../local/fakes/fakeSqs.ts";
+import type { Delivery } from "../../cli/dev/aws/fakeSqs.ts";
 
 export interface LedgerReport {
   written: number;

@@ -7,11 +7,11 @@ import {
   SQSClient,
 } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, inject } from "vitest";
+import { type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
-import { type FakeSqs, startFakeSqs } from "../../local/fakes/fakeSqs.ts";
 
 /**
- * This test file's own in-process SQS endpoint (local/fakes/fakeSqs.ts: faults, latency, the deliveries it accepted) and
+ * This test file's own in-process SQS endpoint (cli/dev/aws/fakeSqs.ts: faults, latency, the deliveries it accepted) and
  * an SDK client of it without SDK retries: the relay's own backoff is what the tests exercise, and the SDK's
  * throttling backoff starts at 1 s. Call at the top level of a test file; use `fake` and `sqs` inside tests.
  */

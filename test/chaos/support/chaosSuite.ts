@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect } from "vitest";
-import { type FakeSqs, startFakeSqs } from "../../../local/fakes/fakeSqs.ts";
+import { type FakeSqs, startFakeSqs } from "../../../cli/dev/aws/fakeSqs.ts";
 import { type TestDatabase, useTestDatabase } from "../../support/db.ts";
 import { chaosLoad } from "./profile.ts";
 import { type ChaosContext, type ChaosReport, describeReport } from "./scenario.ts";

@@ -7,7 +7,7 @@ const TEMPLATE = "outbox_chaos_template";
 /**
  * The chaos suite's own setup (vitest.chaos.config.ts): one Postgres and a migrated template database, as the
  * main harness provides them (same injected names, so test/support/db.ts works), but no AWS emulator: every
- * chaos scenario talks to the in-process SQS endpoint (local/fakes/fakeSqs.ts).
+ * chaos scenario talks to the in-process SQS endpoint (cli/dev/aws/fakeSqs.ts).
  */
 export default async function setup(project: TestProject) {
   const postgres = await startPostgres(process.env.TEST_DATABASE_URL);

@@ -1,9 +1,9 @@
 import { CreateEventBusCommand, EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
+import type { Delivery, FakeSqs } from "../../../cli/dev/aws/fakeSqs.ts";
 import { RELAY_SETTINGS } from "../../../functions/shared/relay/settings.ts";
 import { LOCAL_AWS } from "../../../local/backends/awsEndpoint.ts";
-import type { Delivery, FakeSqs } from "../../../local/fakes/fakeSqs.ts";
 import { eventsAsDeliveries } from "../../support/eventBridge.ts";
 import { checkLedger, type LedgerReport } from "../../support/ledger.ts";
 import { PRIVATE } from "../../support/privateSchema.ts";

@@ -14,7 +14,7 @@ import {
   ReceiveMessageCommand,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import type { InboxLambdaHandler, SqsEvent, SqsRecord } from "../../functions/shared/consumer/index.ts";
+import type { InboxLambdaHandler, SqsEvent, SqsRecord } from "../../../functions/shared/consumer/index.ts";
 
 export interface EventSourceOptions {
   /** Up to 10 (the FIFO event source's limit). Default 10. */

@@ -16,7 +16,7 @@ import {
   type KinesisClient,
   type _Record as StreamRecord,
 } from "@aws-sdk/client-kinesis";
-import type { InboxStreamHandler, KinesisEvent } from "../../functions/shared/consumer/index.ts";
+import type { InboxStreamHandler, KinesisEvent } from "../../../functions/shared/consumer/index.ts";
 
 export interface StreamPollResult {
   received: number;
