@@ -19,12 +19,15 @@ import { REPOSITORY_ROOT } from "./lambdaBundles.ts";
  * cache so npm resolves against the registry as a user's does), and runs that library's test file against the
  * installed library (vitest.libraries.config.ts): commit, rollback, refused handle. `-- kysely prisma` runs those
  * libraries only; `--newest` only their newest releases (the scheduled CI job's question: did a new release break
- * us?). Prints what each step took; any step that fails fails the run, an unreachable registry included.
+ * us?). `--together` installs instead, after the empty project, beside every library at once, at their oldest
+ * releases and at their newest, as a service with several of them has it (npm checks the libraries' peer ranges
+ * against each other's and ours in one tree); it runs no library's tests. Prints what each step took; any step that
+ * fails fails the run, an unreachable registry included.
  */
 const { positionals, values } = parseArgs({
   allowPositionals: true,
   strict: true,
-  options: { newest: { type: "boolean", default: false } },
+  options: { newest: { type: "boolean", default: false }, together: { type: "boolean", default: false } },
 });
 const wanted = positionals.map((name) => name.toLowerCase());
 for (const name of wanted) {
@@ -64,7 +67,12 @@ try {
     await installBeside(join(scratch, "empty"), tarball, [], env);
     return true;
   });
-  for (const library of libraries) {
+  for (const age of values.together ? ages : []) {
+    await step(`every library at once (${age}: ${packageSpecs(libraries, age).join(" ")})`, () =>
+      installTogether(libraries, age, tarball),
+    );
+  }
+  for (const library of values.together ? [] : libraries) {
     for (const age of ages) {
       await step(`${library.name} (${age}: ${packageSpecs([library], age).join(" ")})`, () =>
         testLibrary(library, age, tarball),
@@ -73,6 +81,28 @@ try {
   }
 } finally {
   rmSync(scratch, { recursive: true, force: true });
+}
+
+/** The libraries' packages all in one project beside the package; at `oldest`, each at exactly that release. */
+async function installTogether(
+  together: readonly Library[],
+  age: "oldest" | "newest",
+  tarball: string,
+): Promise<boolean> {
+  const project = join(scratch, `together-${age}`);
+  await installBeside(project, tarball, packageSpecs(together, age), env);
+  const installed: string[] = [];
+  for (const library of together) {
+    for (const [name, oldest] of Object.entries(library.oldest)) {
+      const manifest = JSON.parse(readFileSync(join(project, "node_modules", name, "package.json"), "utf8"));
+      if (age === "oldest" && manifest.version !== oldest) {
+        throw new Error(`${name}: asked for ${oldest}, npm installed ${manifest.version}`);
+      }
+      installed.push(`${name}@${manifest.version}`);
+    }
+  }
+  console.log(`installed without ERESOLVE: ${installed.join(" ")}`);
+  return true;
 }
 
 async function testLibrary(library: Library, age: "oldest" | "newest", tarball: string): Promise<boolean> {

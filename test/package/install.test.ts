@@ -19,9 +19,10 @@ import { dirname, join, relative, sep } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { installBeside, userNpmEnv } from "../produce/libraries/installs.ts";
-import { LIBRARIES, packageSpecs } from "../produce/libraries/versions.ts";
+import { LIBRARIES } from "../produce/libraries/versions.ts";
 import { cfnLint, forbiddenDocker } from "../support/cdkChecks.ts";
 import { createEmptyDatabase } from "../support/db.ts";
+import { type Packed, packedTarball } from "../support/packedApp.ts";
 
 /**
  * What a user does with the published package, offline: `npm pack`, unpack the tarball into an app folder outside
@@ -33,8 +34,8 @@ import { createEmptyDatabase } from "../support/db.ts";
  * copied as they are; README and docs/producer.md show them verbatim (asserted below), so the documented code is the
  * tested code.
  *
- * `npm test` builds dist/ before the suite (`--ignore-scripts` here: prepack's rebuild would delete dist/ under the
- * other test files), so this test packs what the build produced.
+ * `npm test` builds dist/ before the suite, so the tarball holds what the build produced: the run's one tarball
+ * (test/support/packedApp.ts, packedTarball).
  */
 
 const REPOSITORY = realpathSync(new URL("../..", import.meta.url));
@@ -47,12 +48,6 @@ const app = join(scratch, "app");
 const installed = join(app, "node_modules", PACKAGE);
 const outdir = join(app, "cdk.out");
 
-interface Packed {
-  filename: string;
-  size: number;
-  unpackedSize: number;
-  files: { path: string }[];
-}
 let packed: Packed;
 let synth: SpawnSyncReturns<string>;
 let template: {
@@ -105,23 +100,14 @@ function run(command: string, args: string[], env: Record<string, string> = {}) 
 }
 
 beforeAll(() => {
-  if (!existsSync(join(REPOSITORY, "dist", "lambda", "relay", "index.mjs"))) {
-    throw new Error("dist/ has no prebuilt Lambda code: run `npm run build` first (`npm test` does)");
-  }
-  const output = execFileSync("npm", ["pack", "--json", "--ignore-scripts", "--pack-destination", scratch], {
-    cwd: REPOSITORY,
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "pipe"],
-    env: userEnv(),
-  });
-  packed = (JSON.parse(output) as Packed[])[0] as Packed;
+  packed = packedTarball();
   console.log(
     `${packed.filename}: ${(packed.size / 1024).toFixed(0)} KiB packed, ` +
       `${(packed.unpackedSize / 1024).toFixed(0)} KiB unpacked, ${packed.files.length} files`,
   );
 
   mkdirSync(installed, { recursive: true });
-  execFileSync("tar", ["-xzf", join(scratch, packed.filename), "-C", installed, "--strip-components=1"]);
+  execFileSync("tar", ["-xzf", packed.tarball, "-C", installed, "--strip-components=1"]);
   const nodeModules = join(app, "node_modules");
   linkDependencies(nodeModules);
   linkBins(nodeModules);
@@ -400,28 +386,26 @@ async function serverQuery(sql: string) {
  * peers of an optional peer (drizzle-orm's `postgres >=3`, `kysely *`, `knex *`, `@prisma/client *`) against the
  * registry's newest releases even when nothing installs them: with a peer range closed above, a library's next major
  * refuses every install of the package, an empty project's included (postgres.js 4.1.0 did, against `^3.4.0`). So
- * the data libraries' ranges start at the oldest release the library matrix passes and stay open above; the daily
- * CI job (.github/workflows/libraries.yml, `npm run test:libraries`) runs each library's tests on its newest
- * release, so a new major that breaks the adapter shows there. No registry is a failure here, never a skip.
+ * the data libraries' ranges start at the oldest release the library matrix passes and stay open above. No registry
+ * is a failure here, never a skip.
+ *
+ * The installs beside the data libraries (each one's oldest and newest, and all of them at once) are
+ * `npm run test:libraries`'s (scripts/testLibraries.ts): the CI job .github/workflows/libraries.yml runs them every
+ * day and on every pull request that changes package.json, the only input of the tree npm resolves besides the
+ * registry. Here they cost 30–40 s of a 2-core `npm test` each and
+ * tested nothing a change outside package.json could break.
  */
 describe("the packed package from the registry, with a fresh npm cache and no flags", () => {
   const fresh = realpathSync(mkdtempSync(join(tmpdir(), "outbox-registry-installs-")));
   const env = userNpmEnv(join(fresh, "npm-cache"));
-  const tarball = () => join(scratch, packed.filename);
-  // The three installs run at once (they mostly wait on the network); each test awaits its own.
-  const installs = new Map<string, Promise<string>>();
-  const install = (name: string, specs: string[]) => {
-    const project = join(fresh, name);
-    const done = installBeside(project, tarball(), specs, env).then(() => project);
-    done.catch(() => {}); // awaited, and so reported, by its test
-    installs.set(name, done);
-  };
+  // Started at once, beside the unreachable registry's test (it mostly waits on the network); awaited by its test.
+  let empty: Promise<string>;
   beforeAll(() => {
-    install("empty", []);
-    install("oldest", packageSpecs(LIBRARIES, "oldest"));
-    install("newest", packageSpecs(LIBRARIES, "newest"));
+    const project = join(fresh, "empty");
+    empty = installBeside(project, packed.tarball, [], env).then(() => project);
+    empty.catch(() => {}); // awaited, and so reported, by its test
   });
-  // Three projects of a few hundred packages and npm's cache: removing them takes a while on a busy machine.
+  // A project of a few hundred packages and npm's cache: removing them takes a while on a busy machine.
   afterAll(() => rm(fresh, { recursive: true, force: true }), 600_000);
 
   it("declares each data library's peer range from its oldest supported release, open above", () => {
@@ -441,33 +425,16 @@ describe("the packed package from the registry, with a fresh npm cache and no fl
       npm_config_registry: "http://127.0.0.1:9/",
       npm_config_fetch_retries: "0",
     };
-    await expect(installBeside(join(fresh, "unreachable"), tarball(), [], unreachable)).rejects.toThrow(
+    await expect(installBeside(join(fresh, "unreachable"), packed.tarball, [], unreachable)).rejects.toThrow(
       /could not reach the registry/,
     );
   }, 120_000);
 
-  it("installs into an empty project", async () => {
-    const project = await installs.get("empty");
-    const top = readdirSync(join(project ?? "", "node_modules"));
+  it("installs into an empty project, and none of the optional peers with it", async () => {
+    const top = readdirSync(join(await empty, "node_modules"));
     expect(top).toContain(PACKAGE);
     for (const library of LIBRARIES) {
       for (const peer of library.peers) expect(top, peer).not.toContain(peer.split("/")[0]);
     }
   }, 600_000);
-
-  it.each(["oldest", "newest"] as const)(
-    "installs beside the %s release of every data library at once",
-    async (age) => {
-      const project = (await installs.get(age)) ?? "";
-      for (const library of LIBRARIES) {
-        for (const [name, version] of Object.entries(library.oldest)) {
-          const manifest = JSON.parse(
-            readFileSync(join(project, "node_modules", name, "package.json"), "utf8"),
-          );
-          if (age === "oldest") expect(manifest.version, name).toBe(version);
-        }
-      }
-    },
-    600_000,
-  );
 });

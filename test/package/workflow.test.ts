@@ -127,7 +127,7 @@ describe("the GitHub Actions workflows", () => {
     expect(pkg.engines.node).toBe(">=22.12");
   });
 
-  it("installs the package beside each data library's oldest and newest release every day, one job per library", () => {
+  it("installs the package beside each data library's oldest and newest release every day, one job per library, and beside all at once", () => {
     const libraries = parse(readFileSync(new URL("libraries.yml", WORKFLOWS), "utf8")) as {
       on: { schedule?: { cron: string }[] };
       permissions: Record<string, string>;
@@ -142,6 +142,12 @@ describe("the GitHub Actions workflows", () => {
     expect(steps.indexOf("npm run build")).toBeGreaterThan(steps.indexOf("npm ci --no-audit --no-fund"));
     // biome-ignore lint/suspicious/noTemplateCurlyInString: a GitHub Actions expression, not a template
     expect(steps).toContain('npm run test:libraries -- "${{ matrix.library }}"');
+    // The installs beside every library at once (npm test installs into an empty project only: install.test.ts).
+    const together = libraries.jobs.together?.steps.map((step) => step.run) ?? [];
+    expect(together.indexOf("npm run build")).toBeGreaterThan(
+      together.indexOf("npm ci --no-audit --no-fund"),
+    );
+    expect(together).toContain("npm run test:libraries -- --together");
     const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
     expect(pkg.scripts["test:libraries"]).toBe("node scripts/testLibraries.ts");
   });

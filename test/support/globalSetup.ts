@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { startAwsEndpoint } from "../../local/backends/awsEndpoint.ts";
 import { startPgbouncer } from "../../local/backends/pgbouncer.ts";
@@ -17,6 +20,8 @@ declare module "vitest" {
     templateDatabase: string;
     awsEndpoint: string;
     awsSource: string;
+    /** The run's folder for the one packed tarball and its installed app that test files share (test/support/packedApp.ts). */
+    packedAppCache: string;
   }
 }
 
@@ -62,9 +67,12 @@ export default async function setup(project: TestProject) {
   project.provide("templateDatabase", TEMPLATE);
   project.provide("awsEndpoint", aws.url);
   project.provide("awsSource", aws.source);
+  const packedAppCache = mkdtempSync(join(tmpdir(), "outbox-packed-"));
+  project.provide("packedAppCache", packedAppCache);
 
   return async () => {
     await bouncer?.stop();
     await Promise.allSettled([postgres.stop(), aws.stop()]);
+    rmSync(packedAppCache, { recursive: true, force: true });
   };
 }
