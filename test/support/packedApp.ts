@@ -138,8 +138,11 @@ function pause(ms: number) {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-/** Longer than an install takes on a loaded 2-core machine; shorter than the files' beforeAll timeouts (300 s). */
-const WAIT_MS = 240_000;
+/**
+ * A waiting worker is blocked (its hook timeout cannot fire): this is the bound. As long as npm's install may take
+ * on a machine loaded far past its cores (it took over 300 s at load 25 on 2 cores).
+ */
+const WAIT_MS = 600_000;
 
 /**
  * Runs `build` once per run across the workers: the first caller creates `<cache>/<name>.lock` (mkdir is atomic)
