@@ -101,7 +101,8 @@ async function installTogether(
       installed.push(`${name}@${manifest.version}`);
     }
   }
-  console.log(`installed without ERESOLVE: ${installed.join(" ")}`);
+  // Drizzle's and postgres.js's entries both name postgres.js.
+  console.log(`installed without ERESOLVE: ${[...new Set(installed)].join(" ")}`);
   return true;
 }
 
