@@ -234,6 +234,7 @@ describe("upgrading from 0008 in place", () => {
       "0015_destination_limits.sql",
       "0016_private_schema.sql",
       "0017_relay_handover.sql",
+      "0018_roles_of_this_database.sql",
     ]);
     const roles = await outboxRoles(pool);
     const { rows } = await pool.query(
