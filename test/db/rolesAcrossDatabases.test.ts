@@ -1,12 +1,17 @@
+import { CreateSecretCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
+import type { CloudFormationCustomResourceUpdateEvent } from "aws-lambda";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { databaseSourceFromEnv } from "../../functions/shared/db/connection.ts";
 import { migrate } from "../../functions/shared/db/migrate.ts";
+import { migrationsCustomResource } from "../../functions/shared/db/migrationsResource.ts";
 import { RolesElsewhereError } from "../../functions/shared/db/rolesHere.ts";
 import { withTransaction } from "../../functions/shared/db/session.ts";
 import { enqueue } from "../../functions/shared/produce/enqueue.ts";
 import { DEFAULT_PURGE_OPTIONS, runPurge } from "../../functions/shared/purge/purge.ts";
 import { relayInvocation } from "../../functions/shared/relay/invocation.ts";
 import { relayConfigFromEnv } from "../../functions/shared/relay/settings.ts";
+import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { cloneDatabase, createEmptyDatabase, type ScratchDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { relayLambdaEnv } from "../support/lambda.ts";
@@ -29,6 +34,19 @@ let original: ScratchDatabase;
 let originalRoles: { relay: string; purge: string };
 /** A's relay login: what A's relay Lambda connects as. */
 let originalRelayLogin: string;
+/** What CloudFormation sends the migrate Lambda on an update. */
+const deployEvent = {
+  RequestType: "Update",
+  ServiceToken: "arn:aws:lambda:eu-west-1:123456789012:function:provider",
+  ResponseURL: "https://example.invalid/response",
+  StackId: "arn:aws:cloudformation:eu-west-1:123456789012:stack/Example/1",
+  RequestId: "request-update",
+  LogicalResourceId: "OutboxMigrations",
+  ResourceType: "Custom::OutboxMigrations",
+  PhysicalResourceId: "outbox-migrations:public.outbox_events",
+  ResourceProperties: { ServiceToken: "arn:aws:lambda:eu-west-1:123456789012:function:provider" },
+  OldResourceProperties: {},
+} as CloudFormationCustomResourceUpdateEvent;
 
 function poolOf(url: string, user?: string): pg.Pool {
   const parsed = new URL(url);
@@ -248,6 +266,50 @@ describe("a database created from a template", () => {
       { policy: "purge_deletes_settled_rows", roles: [renewed.purge] },
       { policy: "purge_locks_settled_rows", roles: [renewed.purge] },
     ]);
+  });
+});
+
+describe("the deploy's migrations on a clone", () => {
+  it("renew its roles, grant them to its own logins, and say so in the log", async () => {
+    // The clone's stack made its relay login while the clone still shared the template's roles (before 0018).
+    const { database, admin } = await clone(original);
+    const login = await createLogin(admin, originalRoles.relay);
+    const secrets = new SecretsManagerClient({ ...LOCAL_AWS, endpoint: inject("awsEndpoint") });
+    const { ARN } = await secrets.send(
+      new CreateSecretCommand({
+        Name: `clone-relay-${login}`,
+        SecretString: JSON.stringify({ username: login, password: "login-password" }),
+      }),
+    );
+    const logged: string[] = [];
+    const logger = {
+      info: (message: string, fields?: object) => logged.push(message + JSON.stringify(fields)),
+      warn: (message: string, fields?: object) => logged.push(message + JSON.stringify(fields)),
+      error: (message: string, fields?: object) => logged.push(message + JSON.stringify(fields)),
+    };
+    const url = new URL(database.url);
+    url.searchParams.set("sslmode", "disable");
+
+    await migrationsCustomResource(deployEvent, {
+      source: databaseSourceFromEnv({ DATABASE_URL: url.toString() }),
+      location: {},
+      logger,
+      logins: [{ job: "relay", secretArn: ARN as string }],
+      secrets,
+    });
+    secrets.destroy();
+
+    const renewed = await outboxRoles(admin);
+    expect(renewed.relay).not.toBe(originalRoles.relay);
+    expect(logged.join("\n")).toContain(
+      `outbox roles renewed{"job":"relay","role":${JSON.stringify(renewed.relay)}`,
+    );
+    await pendingEvent(admin);
+    const queueUrl = await createFifoQueue(aws.sqs, "clone-deploy");
+    expect(await invokeRelay(poolOf(database.url, login), database.url, queueUrl)).toMatchObject({
+      published: 1,
+      failedRounds: 0,
+    });
   });
 });
 

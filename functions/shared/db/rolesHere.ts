@@ -40,6 +40,14 @@ export interface RolesChange {
   sharedWith?: string[];
 }
 
+/** What an operator does after a renewal, written once for the CLI and the migrate Lambda's log. */
+export const ROLES_RENEWED_HINT = {
+  next:
+    "the new role has no members: grant it to this database's login for the job (the deploy's migrations do " +
+    "it for the logins they make), and use no login of the other database here (docs/database.md, " +
+    '"Cloned and restored databases")',
+};
+
 export class RolesElsewhereError extends ConfigError {
   override name = "RolesElsewhereError";
 }
