@@ -91,8 +91,11 @@ async function migratedDatabase(): Promise<ScratchDatabase> {
   return database;
 }
 
-async function clone(template: ScratchDatabase): Promise<{ database: ScratchDatabase; admin: pg.Pool }> {
-  const database = await cloneDatabase(template.name);
+async function clone(
+  template: ScratchDatabase,
+  owner?: string,
+): Promise<{ database: ScratchDatabase; admin: pg.Pool }> {
+  const database = await cloneDatabase(template.name, owner);
   databases.push(database);
   return { database, admin: poolOf(database.url) };
 }
@@ -266,6 +269,42 @@ describe("a database created from a template", () => {
       { policy: "purge_deletes_settled_rows", roles: [renewed.purge] },
       { policy: "purge_locks_settled_rows", roles: [renewed.purge] },
     ]);
+  });
+});
+
+describe("a migration user that is not a superuser (CREATEROLE, as the RDS master user)", () => {
+  it("renews a clone it owns; refuses, naming it, a grant it may not move, and changes nothing", async () => {
+    const migrator = uniqueRoleName("clone_test_migrator");
+    const superuser = new pg.Client({ connectionString: inject("pgUrl") });
+    await superuser.connect();
+    await superuser.query(`create role ${migrator} login createrole password 'login-password'`);
+    logins.push(migrator);
+    const template = await createEmptyDatabase();
+    databases.push(template);
+    await superuser.query(`alter database ${template.name} owner to ${migrator}`);
+    await superuser.end();
+    const templatePool = poolOf(template.url, migrator);
+    await migrate(templatePool);
+    const roles = await outboxRoles(templatePool);
+    pools.splice(pools.indexOf(templatePool), 1);
+    await templatePool.end();
+    const { database: owned, admin: ownedAdmin } = await clone(template, migrator);
+    const before = await dependencies(ownedAdmin, roles.relay);
+
+    const result = await migrate(poolOf(owned.url, migrator));
+
+    expect(result.roles?.map((change) => change.action)).toEqual(["renewed", "renewed"]);
+    const renewed = await outboxRoles(ownedAdmin);
+    expect(await dependencies(ownedAdmin, renewed.relay)).toEqual(before);
+    expect(await dependencies(ownedAdmin, roles.relay)).toEqual([]);
+    expect(await dependencies(ownedAdmin, roles.purge)).toEqual([]);
+
+    // A grant the migration user did not make and may not move: refused, naming it, and nothing changed.
+    const { database, admin } = await clone(template, migrator);
+    await admin.query("create table superuser_notes (note text)");
+    await admin.query(`grant select on superuser_notes to ${quoteRole(roles.relay)}`);
+    await expect(migrate(poolOf(database.url, migrator))).rejects.toThrow(/superuser_notes/);
+    expect(await outboxRoles(admin)).toEqual(roles);
   });
 });
 

@@ -88,8 +88,9 @@ export function createEmptyDatabase(): Promise<ScratchDatabase> {
  * `create database <new> template <template>`, as an operator would clone one, and nothing else: no migrations
  * run on the clone (the template must have no sessions open).
  */
-export function cloneDatabase(template: string): Promise<ScratchDatabase> {
-  return createDatabase(`outbox_clone_${randomBytes(6).toString("hex")}`, ` template ${template}`);
+export function cloneDatabase(template: string, owner?: string): Promise<ScratchDatabase> {
+  const options = ` template ${template}${owner === undefined ? "" : ` owner ${owner}`}`;
+  return createDatabase(`outbox_clone_${randomBytes(6).toString("hex")}`, options);
 }
 
 export interface ScratchDatabase {

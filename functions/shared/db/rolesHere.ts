@@ -4,12 +4,12 @@ import type { OutboxNames } from "../outbox/names.ts";
 import type { Queryable } from "./session.ts";
 import {
   createRole,
+  dependencyList,
   type RecordedRole,
   recordAsMadeHere,
   recordedRoles,
   recordRenewed,
   recordsDatabase,
-  remainingDependencies,
   roleDependencies,
 } from "./sql/rolesHere.ts";
 
@@ -109,21 +109,48 @@ async function moveDependencies(client: Queryable, old: string, renewed: string)
         "and run the migrations again",
     );
   }
+  const before = await dependencyList(client, old);
   // One round trip each (the simple protocol runs a text of several statements in the caller's transaction):
   // a clone's roles have about 25 grants and policies to move, which the test harness moves for every file.
   const moves = dependencies.map((dependency) => dependency.move as string);
   const releases = dependencies.flatMap((dependency) =>
     dependency.release === null ? [] : [dependency.release],
   );
-  if (moves.length > 0) await client.query(moves.join(";\n"));
-  if (releases.length > 0) await client.query(releases.join(";\n"));
-  const left = await remainingDependencies(client, old);
-  if (left.length > 0) {
+  try {
+    if (moves.length > 0) await client.query(moves.join(";\n"));
+    if (releases.length > 0) await client.query(releases.join(";\n"));
+  } catch (error) {
     throw new MigrationError(
-      `role ${JSON.stringify(old)} still has ${left.join(", ")} in this ` +
-        "database after its rights were moved to a role of its own; nothing was changed",
+      `role ${JSON.stringify(old)} was made for another database, and moving its rights here to ` +
+        `${JSON.stringify(renewed)} failed: ${(error as Error).message}. Nothing was changed: run the migrations as ` +
+        "the owner of what it names, or a superuser",
+      { cause: error },
     );
   }
+  const given = await dependencyList(client, renewed);
+  const left = await dependencyList(client, old);
+  const missing = before.filter((dependency) => !given.includes(dependency));
+  if (missing.length > 0 || left.length > 0) {
+    throw new MigrationError(
+      `role ${JSON.stringify(old)} was made for another database, and its rights here could not all move to ` +
+        `${JSON.stringify(renewed)}: ${[...new Set([...missing, ...left])].map(describeDependency).join(", ")}. ` +
+        `Postgres ignores a grant or revoke the running role may not make (${await currentUser(client)} ` +
+        "holds no grant option there: the object's owner made the grant, e.g. the database's owner for schema " +
+        "public on PostgreSQL 15+). Nothing was changed: run the migrations as that owner or a superuser, or " +
+        "make the migration user the database's owner (`create database ... template ... owner <user>`)",
+    );
+  }
+}
+
+/** `a table public.outbox_events` as `the privileges on table public.outbox_events`. */
+function describeDependency(dependency: string): string {
+  const kind = { a: "privileges on", o: "ownership of", r: "" }[dependency[0] as "a" | "o" | "r"] ?? "";
+  return `${kind} ${dependency.slice(2)}`.trim();
+}
+
+async function currentUser(client: Queryable): Promise<string> {
+  const { rows } = await client.query<{ me: string }>("select current_user::text as me");
+  return JSON.stringify(rows[0]?.me);
 }
 
 /** 0009's name for this database (`outbox_<job>:<database>.<schema>.<table>`, md5 past 63 bytes), made unique. */

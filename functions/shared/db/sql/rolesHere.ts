@@ -204,15 +204,20 @@ export async function roleDependencies(
   return rows;
 }
 
-/** What of role $1 this database still names (pg_shdepend), described: empty once its rights here moved. */
-export async function remainingDependencies(db: Queryable, old: string): Promise<string[]> {
-  const { rows } = await db.query<{ object: string }>(
-    `select pg_catalog.pg_describe_object(s.classid, s.objid, s.objsubid) as object
+/**
+ * What of role $1 this database names (pg_shdepend), each as `<deptype> <object>` (a: a privilege, o: ownership,
+ * r: a policy), sorted: what a renewal must find on the new role exactly as it was on the old, and no longer on
+ * the old. A GRANT or REVOKE the running role may not make does not fail, it warns and changes nothing, so the
+ * catalog is what says whether it happened.
+ */
+export async function dependencyList(db: Queryable, role: string): Promise<string[]> {
+  const { rows } = await db.query<{ dependency: string }>(
+    `select s.deptype::text || ' ' || pg_catalog.pg_describe_object(s.classid, s.objid, s.objsubid) as dependency
      from pg_catalog.pg_shdepend as s
      where s.dbid = ${THIS_DATABASE} and s.refclassid = 'pg_catalog.pg_authid'::regclass
        and s.refobjid = (select r.oid from pg_catalog.pg_roles as r where r.rolname = $1)
      order by 1`,
-    [old],
+    [role],
   );
-  return rows.map((row) => row.object);
+  return rows.map((row) => row.dependency);
 }
