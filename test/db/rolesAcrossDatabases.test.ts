@@ -15,6 +15,7 @@ import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 import { cloneDatabase, createEmptyDatabase, type ScratchDatabase } from "../support/db.ts";
 import { anEvent } from "../support/factories.ts";
 import { relayLambdaEnv } from "../support/lambda.ts";
+import { PRIVATE } from "../support/privateSchema.ts";
 import { queueDestination } from "../support/relay.ts";
 import { outboxRoles, quoteRole, uniqueRoleName } from "../support/roles.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
@@ -349,6 +350,20 @@ describe("the deploy's migrations on a clone", () => {
       published: 1,
       failedRounds: 0,
     });
+  });
+});
+
+describe("a database whose recorded roles do not exist (restored into another cluster without them)", () => {
+  it("is refused by the migrations, naming the role, with nothing changed", async () => {
+    const { admin } = await clone(original);
+    await admin.query(
+      `update ${PRIVATE}.outbox_roles set role_name = 'outbox_relay:nowhere.public.outbox_events' where job = 'relay'`,
+    );
+
+    await expect(migrate(admin)).rejects.toThrow(
+      /relay role "outbox_relay:nowhere\.public\.outbox_events" does not exist in this cluster/,
+    );
+    expect((await outboxRoles(admin)).purge).toBe(originalRoles.purge);
   });
 });
 

@@ -56,13 +56,14 @@ export class RolesElsewhereError extends ConfigError {
  * Gives this database roles of its own when the recorded ones were made for another database, in the caller's
  * transaction (the runner's, under its advisory lock). For each job whose roles table row records another
  * database (or none, a clone made before 0018):
- * - still used by another database of the cluster (pg_shdepend), or gone: a new role, named as 0009 names
+ * - still used by another database of the cluster (pg_shdepend): a new role, named as 0009 names
  *   them after this database plus 8 random hex digits (a name nobody can create first: the runner never adopts a
  *   role it did not make, finding 9), gets every grant, default privilege, policy and ownership the old role has
  *   here; the old one's are revoked, and nothing of it may remain here (pg_shdepend), or the transaction fails.
  *   Memberships are the cluster's and are not copied: the old role's members are the other database's logins.
  * - used by no other database: the roles are kept and recorded as this database's. Nothing changes for the
  *   logins: the database they served was dropped or replaced by this one.
+ * A recorded role that does not exist is refused: a new one would hold none of the rights.
  * The database whose OID is recorded keeps its roles, whoever runs first: the clone renews, never the original.
  */
 export async function ownRoles(client: Queryable, names: OutboxNames): Promise<RolesChange[]> {
@@ -70,8 +71,19 @@ export async function ownRoles(client: Queryable, names: OutboxNames): Promise<R
   if (!(await recordsDatabase(client, rolesTable))) return [];
   const strangers = (await recordedRoles(client, rolesTable)).filter((role) => !role.made_here);
   if (strangers.length === 0) return [];
+  const gone = strangers.filter((role) => !role.role_exists);
+  if (gone.length > 0) {
+    // A restore into another cluster without its roles (pg_dumpall --globals-only): the dump's grants to them
+    // failed, so a new role would hold nothing. Said, rather than made empty.
+    throw new MigrationError(
+      `the outbox ${names.qualified}'s ${gone.map((role) => `${role.job} role ${JSON.stringify(role.role_name)}`).join(" and ")} ` +
+        "does not exist in this cluster, and its grants were made for another database (a restore into another " +
+        "cluster without its roles?). Nothing was changed: create the roles and restore the outbox's grants with " +
+        "the dump (pg_dumpall --globals-only, then the database), and run the migrations again",
+    );
+  }
   const changes: RolesChange[] = [];
-  const renewing = strangers.filter((role) => !role.role_exists || role.used_in.length > 0);
+  const renewing = strangers.filter((role) => role.used_in.length > 0);
   if (renewing.length > 0) {
     // Policies need ACCESS EXCLUSIVE on their table: the outbox's strongest lock first (CONTRIBUTING.md).
     await client.query(`lock table ${names.qualified} in access exclusive mode`);
@@ -84,7 +96,7 @@ export async function ownRoles(client: Queryable, names: OutboxNames): Promise<R
     }
     const renewed = await freshRoleName(client, names, role.job);
     await createRole(client, renewed);
-    if (role.role_exists) await moveDependencies(client, role.role_name, renewed);
+    await moveDependencies(client, role.role_name, renewed);
     await recordRenewed(client, rolesTable, role.job, renewed, role.role_name);
     changes.push({
       job: role.job,
