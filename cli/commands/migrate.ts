@@ -1,6 +1,7 @@
 import { Command, Option } from "commander";
 import { DEFAULT_INBOX_TABLE, inboxNames, migrateInbox } from "../../functions/shared/consumer/inboxTable.ts";
 import { MIGRATE_SETTINGS, migrate } from "../../functions/shared/db/migrate.ts";
+import { ROLES_RENEWED_HINT } from "../../functions/shared/db/rolesHere.ts";
 import { readLimitsRow, writeLimits } from "../../functions/shared/db/sql/writeLimits.ts";
 import { checkOutboxLimits, type OutboxLimits } from "../../functions/shared/outbox/limits.ts";
 import { OUTBOX_LOCATION_SETTINGS, outboxNames } from "../../functions/shared/outbox/names.ts";
@@ -98,6 +99,15 @@ export function migrateCommand(): Command {
             ? `${names.qualified} is up to date`
             : `${names.qualified}: applied ${result.applied.length} migration(s)`,
         );
+        for (const change of result.roles ?? []) {
+          print(
+            change.action === "renewed"
+              ? `roles renewed    ${change.job}: ${JSON.stringify(change.role)} replaces ${JSON.stringify(change.previous)}, ` +
+                  `which ${change.sharedWith?.length ? `database ${change.sharedWith.join(", ")} also named` : "no longer exists"}; ` +
+                  ROLES_RENEWED_HINT.next
+              : `roles recorded   ${change.job}: ${JSON.stringify(change.role)}, made for a database that no longer uses it, is this one's`,
+          );
+        }
         if (limits !== undefined) {
           print(
             `limits           max_message_bytes ${limits.maxMessageBytes}, max_payload_bytes ` +

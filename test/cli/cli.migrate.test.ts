@@ -4,7 +4,7 @@ import pg from "pg";
 import { beforeEach, describe, expect, it } from "vitest";
 import { defaultMigrationsDir } from "../../functions/shared/db/migrate.ts";
 import { cliOf } from "../support/cli.ts";
-import { createEmptyDatabase, useTestDatabase } from "../support/db.ts";
+import { cloneDatabase, createEmptyDatabase, useTestDatabase } from "../support/db.ts";
 import { PRIVATE } from "../support/privateSchema.ts";
 
 /** `outbox migrate`: the outbox's migrations, its limits row, and the inbox's (test/support/cli.ts runs it). */
@@ -33,6 +33,28 @@ describe("outbox migrate", () => {
       expect(status.code).toBe(0);
     } finally {
       await empty.drop();
+    }
+  });
+
+  it("gives a database cloned from a migrated one roles of its own, and says what the operator does next", async () => {
+    const template = await createEmptyDatabase();
+    const made = await outbox(["migrate"], { DATABASE_URL: template.url });
+    const clone = await cloneDatabase(template.name);
+    try {
+      const renewed = await outbox(["migrate"], { DATABASE_URL: clone.url });
+
+      expect(made.code).toBe(0);
+      expect(renewed.code).toBe(0);
+      expect(renewed.stdout).toMatch(
+        new RegExp(
+          `roles renewed +relay: "outbox_relay:[0-9a-f]{32}:[0-9a-f]{8}" replaces "outbox_relay:${template.name}\\.public\\.outbox_events", ` +
+            `which database ${template.name} also named; the new role has no members: grant it to this database's login`,
+        ),
+      );
+      expect(renewed.stdout).toMatch(/roles renewed +purge: /);
+    } finally {
+      await clone.drop();
+      await template.drop();
     }
   });
 });

@@ -113,29 +113,29 @@ outbox_events enabled
 
 -- policies
 outbox_events any_role PERMISSIVE for ALL to public using true with check true
-outbox_events purge_deletes_settled_rows RESTRICTIVE for DELETE to outbox_purge:outbox_test_template.public.outbox_events using ((processed_at IS NOT NULL) OR (dead_lettered_at IS NOT NULL))
-outbox_events purge_locks_settled_rows RESTRICTIVE for UPDATE to outbox_purge:outbox_test_template.public.outbox_events using ((processed_at IS NOT NULL) OR (dead_lettered_at IS NOT NULL))
-outbox_events relay_deletes_pending_rows RESTRICTIVE for DELETE to outbox_relay:outbox_test_template.public.outbox_events using ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
-outbox_events relay_updates_pending_rows RESTRICTIVE for UPDATE to outbox_relay:outbox_test_template.public.outbox_events using ((processed_at IS NULL) AND (dead_lettered_at IS NULL)) with check true
+outbox_events purge_deletes_settled_rows RESTRICTIVE for DELETE to <outbox purge role> using ((processed_at IS NOT NULL) OR (dead_lettered_at IS NOT NULL))
+outbox_events purge_locks_settled_rows RESTRICTIVE for UPDATE to <outbox purge role> using ((processed_at IS NOT NULL) OR (dead_lettered_at IS NOT NULL))
+outbox_events relay_deletes_pending_rows RESTRICTIVE for DELETE to <outbox relay role> using ((processed_at IS NULL) AND (dead_lettered_at IS NULL))
+outbox_events relay_updates_pending_rows RESTRICTIVE for UPDATE to <outbox relay role> using ((processed_at IS NULL) AND (dead_lettered_at IS NULL)) with check true
 
 -- privileges
-column outbox_events.attempts to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
-column outbox_events.available_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
-column outbox_events.dead_lettered_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
-column outbox_events.last_error to outbox_purge:outbox_test_template.public.outbox_events: UPDATE
-column outbox_events.last_error to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
-column outbox_events.processed_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
-column outbox_events.transient_failures to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
-column outbox_relay_handover.invocation to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
-column outbox_relay_handover.proved_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
-column outbox_relay_handover.started_at to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_events.attempts to <outbox relay role>: UPDATE
+column outbox_events.available_at to <outbox relay role>: UPDATE
+column outbox_events.dead_lettered_at to <outbox relay role>: UPDATE
+column outbox_events.last_error to <outbox purge role>: UPDATE
+column outbox_events.last_error to <outbox relay role>: UPDATE
+column outbox_events.processed_at to <outbox relay role>: UPDATE
+column outbox_events.transient_failures to <outbox relay role>: UPDATE
+column outbox_relay_handover.invocation to <outbox relay role>: UPDATE
+column outbox_relay_handover.proved_at to <outbox relay role>: UPDATE
+column outbox_relay_handover.started_at to <outbox relay role>: UPDATE
 function outbox_aggregate_lock_key(text,text) to PUBLIC: EXECUTE
 function outbox_lock_aggregates(text[],text[]) to PUBLIC: EXECUTE
 function outbox_notify() to PUBLIC: EXECUTE
-sequence outbox_events_seq_seq to outbox_relay:outbox_test_template.public.outbox_events: SELECT
-table outbox_events to outbox_purge:outbox_test_template.public.outbox_events: DELETE, SELECT
-table outbox_events to outbox_relay:outbox_test_template.public.outbox_events: DELETE, SELECT
-table outbox_relay_handover to outbox_relay:outbox_test_template.public.outbox_events: INSERT, SELECT
+sequence outbox_events_seq_seq to <outbox relay role>: SELECT
+table outbox_events to <outbox purge role>: DELETE, SELECT
+table outbox_events to <outbox relay role>: DELETE, SELECT
+table outbox_relay_handover to <outbox relay role>: INSERT, SELECT
 
 -- schema outbox_private:public.outbox_events
 -- columns
@@ -151,6 +151,8 @@ outbox_limits.limited_by text
 outbox_limits.claim_check boolean not null default false
 outbox_roles.job text not null
 outbox_roles.role_name text not null
+outbox_roles.database_oid oid
+outbox_roles.previous_role_name text
 
 -- constraints
 outbox_deleted_on_publish outbox_deleted_on_publish_only_row_check CHECK (only_row)
@@ -357,23 +359,25 @@ outbox_group_high_water enabled
 
 -- policies
 outbox_group_high_water any_role PERMISSIVE for ALL to public using true with check true
-outbox_group_high_water marks_are_derived_on_insert RESTRICTIVE for INSERT to outbox_purge:outbox_test_template.public.outbox_events, outbox_relay:outbox_test_template.public.outbox_events with check (EXISTS ( SELECT
+outbox_group_high_water marks_are_derived_on_insert RESTRICTIVE for INSERT to <outbox purge role>, <outbox relay role> with check (EXISTS ( SELECT
    FROM outbox_events o
   WHERE ((o.seq = outbox_group_high_water.purged_published_seq) AND (o.aggregate_id = outbox_group_high_water.aggregate_id))))
-outbox_group_high_water marks_are_derived_on_update RESTRICTIVE for UPDATE to outbox_purge:outbox_test_template.public.outbox_events, outbox_relay:outbox_test_template.public.outbox_events using true with check (EXISTS ( SELECT
+outbox_group_high_water marks_are_derived_on_update RESTRICTIVE for UPDATE to <outbox purge role>, <outbox relay role> using true with check (EXISTS ( SELECT
    FROM outbox_events o
   WHERE ((o.seq = outbox_group_high_water.purged_published_seq) AND (o.aggregate_id = outbox_group_high_water.aggregate_id))))
 
 -- privileges
-column outbox_deleted_on_publish.events to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
-column outbox_deleted_on_publish.highest_seq to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
-column outbox_group_high_water.purged_published_seq to outbox_purge:outbox_test_template.public.outbox_events: UPDATE
-column outbox_group_high_water.purged_published_seq to outbox_relay:outbox_test_template.public.outbox_events: UPDATE
+column outbox_deleted_on_publish.events to <outbox relay role>: UPDATE
+column outbox_deleted_on_publish.highest_seq to <outbox relay role>: UPDATE
+column outbox_group_high_water.purged_published_seq to <outbox purge role>: UPDATE
+column outbox_group_high_water.purged_published_seq to <outbox relay role>: UPDATE
 function "outbox_private:public.outbox_events".outbox_group_lock_key(text) to PUBLIC: EXECUTE
-function "outbox_private:public.outbox_events".outbox_order_key_state() to outbox_relay:outbox_test_template.public.outbox_events: EXECUTE
+function "outbox_private:public.outbox_events".outbox_order_key_state() to <outbox relay role>: EXECUTE
 function "outbox_private:public.outbox_events".outbox_text_bound(jsonb) to PUBLIC: EXECUTE
-table outbox_deleted_on_publish to outbox_purge:outbox_test_template.public.outbox_events: SELECT
-table outbox_deleted_on_publish to outbox_relay:outbox_test_template.public.outbox_events: SELECT
-table outbox_group_high_water to outbox_purge:outbox_test_template.public.outbox_events: INSERT, SELECT
-table outbox_group_high_water to outbox_relay:outbox_test_template.public.outbox_events: INSERT, SELECT
+table outbox_deleted_on_publish to <outbox purge role>: SELECT
+table outbox_deleted_on_publish to <outbox relay role>: SELECT
+table outbox_group_high_water to <outbox purge role>: INSERT, SELECT
+table outbox_group_high_water to <outbox relay role>: INSERT, SELECT
 table outbox_limits to PUBLIC: SELECT
+table outbox_roles to <outbox purge role>: SELECT
+table outbox_roles to <outbox relay role>: SELECT

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, inject } from "vitest";
+import { migrate } from "../../functions/shared/db/migrate.ts";
 import { withDatabase } from "./templateDatabase.ts";
 
 export interface TestDatabase {
@@ -23,6 +24,7 @@ export function useTestDatabase(): TestDatabase {
     await admin.connect();
     await admin.query(`create database ${name} template ${inject("templateDatabase")}`);
     await admin.end();
+    await migrateClone(withDatabase(inject("pgUrl"), name));
     state.url = withDatabase(inject("pgAppServerUrl"), name);
     state.directUrl = withDatabase(inject("pgUrl"), name);
     state.pool = new pg.Pool({ connectionString: state.url, max: 10 });
@@ -34,40 +36,82 @@ export function useTestDatabase(): TestDatabase {
     await state.pool?.end();
     const admin = new pg.Client({ connectionString: inject("pgUrl") });
     await admin.connect();
-    await admin.query(`drop database if exists ${name} with (force)`);
-    await dropOutboxRolesOf(admin, name);
+    await dropDatabaseAndItsRoles(admin, name);
     await admin.end();
   });
   return state;
 }
 
 /**
- * Roles belong to the cluster and outlive the database: the ones migration 0009 created for an outbox of this
- * database (named `outbox_<job>:<database>.<schema>.<table>`) go with it, so a long-lived test server does not
- * collect them. Once the database is dropped nothing depends on them.
+ * What a user must do after `create database ... template` (docs/database.md, "Cloned and restored databases"):
+ * run the migrations, which give the clone relay and purge roles of its own instead of the template's. Without
+ * it every test database would share the template's roles, and the relay and the purge refuse such a database.
  */
-async function dropOutboxRolesOf(admin: pg.Client, database: string) {
-  const { rows } = await admin.query<{ name: string }>(
-    "select quote_ident(rolname) as name from pg_roles where rolname like 'outbox\\_%:' || $1 || '.%'",
+async function migrateClone(url: string) {
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  try {
+    await migrate(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+/**
+ * Roles belong to the cluster and outlive the database: the outbox roles the migrations made for this database
+ * (0009's, and the ones the runner gave the clone) go with it, so a long-lived test server does not collect them.
+ * They are the `outbox_` roles its objects name (pg_shdepend); once it is dropped, those no other database names
+ * (the template's roles stay) are dropped.
+ */
+async function dropDatabaseAndItsRoles(admin: pg.Client, database: string) {
+  const { rows } = await admin.query<{ oid: string }>(
+    `select distinct s.refobjid::text as oid from pg_shdepend as s
+     join pg_database as d on d.oid = s.dbid and d.datname = $1
+     join pg_roles as r on r.oid = s.refobjid and r.rolname like 'outbox\\_%:%'
+     where s.refclassid = 'pg_authid'::regclass`,
     [database],
   );
-  for (const { name } of rows) await admin.query(`drop role if exists ${name}`);
+  await admin.query(`drop database if exists ${database} with (force)`);
+  const { rows: unused } = await admin.query<{ name: string }>(
+    `select quote_ident(r.rolname) as name from pg_roles as r
+     where r.oid = any($1::oid[]) and not exists (select from pg_shdepend as s where s.refobjid = r.oid)`,
+    [rows.map((row) => row.oid)],
+  );
+  for (const { name } of unused) await admin.query(`drop role if exists ${name}`);
 }
 
 /** An empty database (no migrations) for tests of the migration runner itself. */
-export async function createEmptyDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `outbox_empty_${randomBytes(6).toString("hex")}`;
+export function createEmptyDatabase(): Promise<ScratchDatabase> {
+  return createDatabase(`outbox_empty_${randomBytes(6).toString("hex")}`, "");
+}
+
+/**
+ * `create database <new> template <template>`, as an operator would clone one, and nothing else: no migrations
+ * run on the clone (the template must have no sessions open).
+ */
+export function cloneDatabase(template: string, owner?: string): Promise<ScratchDatabase> {
+  const options = ` template ${template}${owner === undefined ? "" : ` owner ${owner}`}`;
+  return createDatabase(`outbox_clone_${randomBytes(6).toString("hex")}`, options);
+}
+
+export interface ScratchDatabase {
+  name: string;
+  /** The server itself, as the harness's superuser. */
+  url: string;
+  drop(): Promise<void>;
+}
+
+async function createDatabase(name: string, template: string): Promise<ScratchDatabase> {
   const admin = new pg.Client({ connectionString: inject("pgUrl") });
   await admin.connect();
-  await admin.query(`create database ${name}`);
+  await admin.query(`create database ${name}${template}`);
   await admin.end();
   return {
+    name,
     url: withDatabase(inject("pgUrl"), name),
     async drop() {
       const client = new pg.Client({ connectionString: inject("pgUrl") });
       await client.connect();
-      await client.query(`drop database if exists ${name} with (force)`);
-      await dropOutboxRolesOf(client, name);
+      await dropDatabaseAndItsRoles(client, name);
       await client.end();
     },
   };

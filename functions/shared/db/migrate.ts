@@ -7,6 +7,7 @@ import { MigrationError } from "../outbox/errors.ts";
 import { type OutboxLocation, type OutboxNames, outboxNames, quoteIdent } from "../outbox/names.ts";
 import { readText, textSetting } from "../util/settings.ts";
 import { sleep } from "../util/sleep.ts";
+import { ownRoles, type RolesChange } from "./rolesHere.ts";
 import { type Queryable, type SessionClient, type SessionPool, withTransaction } from "./session.ts";
 import { isLockNotAvailable } from "./sqlstate.ts";
 
@@ -36,6 +37,11 @@ const MAX_LOCK_RETRY_PAUSE_MS = 15_000;
 export interface MigrateResult {
   applied: string[];
   alreadyApplied: string[];
+  /**
+   * Present when this database's outbox roles had been made for another database (a clone, a restore under
+   * another name) and were renewed or recorded as this one's (rolesHere.ts): a renewed role has no members yet.
+   */
+  roles?: RolesChange[];
 }
 
 /**
@@ -133,15 +139,24 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
   const migrations = await readMigrations(options.migrationsDir ?? defaultMigrationsDir());
   const result: MigrateResult = { applied: [], alreadyApplied: [] };
   refuseSingleSessionPool(pool, migrations);
-  await withTransaction(pool, async (client) => {
+  const recorded = await withTransaction(pool, async (client) => {
     const { rows } = await client.query<{ num: string; text: string }>(
       "select current_setting('server_version_num') as num, current_setting('server_version') as text",
     );
     refuseUnsupportedServer(Number(rows[0]?.num), rows[0]?.text ?? "unknown");
     await refuseForeignObjects(client, names, migrations);
+    return recordedChecksums(client, names);
   });
 
   for (const migration of migrations) {
+    // Recorded files stay recorded (the ledger only grows): one read for all of them instead of a locked
+    // transaction each, which an up-to-date database (every deploy, every clone of the test harness) skips.
+    const checksum = recorded.get(migration.name);
+    if (checksum !== undefined) {
+      refuseEdited(migration, checksum);
+      result.alreadyApplied.push(migration.name);
+      continue;
+    }
     const applied = NO_TRANSACTION.test(migration.sql)
       ? await applyWithoutTransaction(pool, names, migration)
       : await withLockRetriedTransaction(pool, migration.name, options, async (client) => {
@@ -159,6 +174,15 @@ export async function migrate(pool: SessionPool, options: MigrateOptions = {}): 
         });
     (applied ? result.applied : result.alreadyApplied).push(migration.name);
   }
+  // Every run, not once: a database can be cloned or restored under another name at any time after its files ran.
+  const roles = await withLockRetriedTransaction(pool, "(the outbox's roles)", options, async (client) => {
+    await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey(names)]);
+    await client.query("select set_config('lock_timeout', $1, true)", [
+      `${options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS}ms`,
+    ]);
+    return ownRoles(client, names);
+  });
+  if (roles.length > 0) result.roles = roles;
   return result;
 }
 
@@ -346,13 +370,30 @@ async function isRecorded(client: Queryable, names: OutboxNames, migration: Migr
   );
   const recorded = rows[0];
   if (recorded === undefined) return false;
-  if (recorded.checksum !== migration.checksum) {
-    throw new MigrationError(
-      `migration ${migration.name} was applied with different content (checksum ${recorded.checksum}); ` +
-        "migrations are forward-only: add a new file instead of editing an applied one",
-    );
-  }
+  refuseEdited(migration, recorded.checksum);
   return true;
+}
+
+function refuseEdited(migration: Migration, checksum: string) {
+  if (checksum === migration.checksum) return;
+  throw new MigrationError(
+    `migration ${migration.name} was applied with different content (checksum ${checksum}); ` +
+      "migrations are forward-only: add a new file instead of editing an applied one",
+  );
+}
+
+/** The ledger's files and checksums, read before any file's transaction; empty when there is no ledger yet. */
+async function recordedChecksums(client: Queryable, names: OutboxNames): Promise<Map<string, string>> {
+  const ledger = names.related("migrations");
+  const { rows: found } = await client.query<{ exists: boolean }>(
+    "select pg_catalog.to_regclass($1) is not null as exists",
+    [ledger],
+  );
+  if (found[0]?.exists !== true) return new Map();
+  const { rows } = await client.query<{ name: string; checksum: string }>(
+    `select name, checksum from ${ledger}`,
+  );
+  return new Map(rows.map((row) => [row.name, row.checksum]));
 }
 
 async function record(client: Queryable, names: OutboxNames, migration: Migration) {

@@ -6,6 +6,7 @@ import type { Logger } from "../util/logger.ts";
 import { createDatabasePool, type DatabaseSource, secretsManagerClient } from "./connection.ts";
 import { createLogins, type OutboxLogin } from "./logins.ts";
 import { migrate } from "./migrate.ts";
+import { ROLES_RENEWED_HINT } from "./rolesHere.ts";
 import { writeLimits } from "./sql/writeLimits.ts";
 
 /**
@@ -65,6 +66,12 @@ export async function migrationsCustomResource(
   });
   try {
     const result = await migrate(pool, location);
+    for (const change of result.roles ?? []) {
+      // A clone or a restore under another name: its logins below get the new roles; others need a grant by hand.
+      if (change.action === "renewed")
+        logger.warn("outbox roles renewed", { ...change, ...ROLES_RENEWED_HINT });
+      else logger.info("outbox roles recorded as this database's", { ...change });
+    }
     const limits = limitsProperty(event.ResourceProperties.Limits);
     if (limits !== undefined) {
       const client = await pool.connect();

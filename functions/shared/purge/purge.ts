@@ -1,3 +1,4 @@
+import { checkRolesHere } from "../db/rolesHere.ts";
 import { type SessionClient, type SessionPool, withTransaction } from "../db/session.ts";
 import { errorMessage } from "../outbox/errors.ts";
 import { type OutboxLocation, outboxNames } from "../outbox/names.ts";
@@ -99,7 +100,11 @@ export async function runPurge(deps: PurgeDeps, options: PurgeOptions): Promise<
     stoppedBy: "drained",
   };
   try {
-    const cutoffs = await inShortTransaction(deps.pool, options, (client) => purgeCutoffs(client, options));
+    // A clone or a restore not yet migrated names another database's roles: refused (db/rolesHere.ts).
+    const cutoffs = await inShortTransaction(deps.pool, options, async (client) => {
+      await checkRolesHere(client, names);
+      return purgeCutoffs(client, options);
+    });
     const phases = [
       { before: cutoffs.publishedBefore, purge: purgePublished, count: "deletedRows" as const },
       { before: cutoffs.deadLettersBefore, purge: purgeDeadLetters, count: "deletedDeadLetters" as const },

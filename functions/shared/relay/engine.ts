@@ -1,3 +1,4 @@
+import { RolesElsewhereError } from "../db/rolesHere.ts";
 import { type Queryable, type SessionPool, withTransaction } from "../db/session.ts";
 import type { Destination } from "../destinations/destination.ts";
 import { errorMessage } from "../outbox/errors.ts";
@@ -132,7 +133,8 @@ export interface RelayDeps {
   now?: () => number;
   /**
    * Checks the order key on a round's session before it claims, when that session is on a target not checked
-   * yet (a pool that followed a moved secret); its OrderKeyError stops the run (relay/orderKey.ts).
+   * yet (a pool that followed a moved secret); its OrderKeyError or RolesElsewhereError stops the run
+   * (relay/orderKey.ts).
    */
   orderKey?: { ensure(session: Queryable): Promise<void> };
 }
@@ -228,14 +230,15 @@ export async function runRelay(deps: RelayDeps, options: RelayOptions): Promise<
     durationMs: 0,
     stoppedBy: "drained",
   };
-  const fatal: { error?: OrderKeyError } = {};
+  const fatal: { error?: OrderKeyError | RolesElsewhereError } = {};
   const oversize: OversizeGate = { busy: false };
   const reasons = await Promise.all(
     Array.from({ length: options.parallelRounds }, () =>
       relayLoop(deps, options, summary, now, fatal, oversize),
     ),
   );
-  // An order key that ran backwards is not a round's failure to retry: nothing may be relayed from there.
+  // An order key that ran backwards, or roles of another database, is not a round's failure to retry: nothing
+  // may be relayed from there.
   if (fatal.error !== undefined) throw fatal.error;
   // The most telling reason wins: a loop that gave up on errors, then a stop request, then the deadline.
   summary.stoppedBy = STOP_PRIORITY.find((reason) => reasons.includes(reason)) ?? "drained";
@@ -251,7 +254,7 @@ async function relayLoop(
   options: RelayOptions,
   summary: RelaySummary,
   now: () => number,
-  fatal: { error?: OrderKeyError },
+  fatal: { error?: OrderKeyError | RolesElsewhereError },
   oversize: OversizeGate,
 ): Promise<RelaySummary["stoppedBy"]> {
   let idleMs = options.idlePollMinMs;
@@ -272,7 +275,7 @@ async function relayLoop(
       report = await relayRound(deps, options, cursor, oversize);
       consecutiveErrors = 0;
     } catch (error) {
-      if (error instanceof OrderKeyError) {
+      if (error instanceof OrderKeyError || error instanceof RolesElsewhereError) {
         fatal.error = error;
         return "errors";
       }

@@ -1,5 +1,7 @@
 // "aws-outbox-relay/relay": the relay for hosts other than the bundled Lambda (a container, a worker): its
 // settings, one invocation (what the Lambda and `outbox relay` run), and the destinations it publishes to.
+
+export { RolesElsewhereError } from "../db/rolesHere.ts";
 export {
   type CreatedDestination,
   createDestination,

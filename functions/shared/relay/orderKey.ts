@@ -1,3 +1,4 @@
+import { checkRolesHere } from "../db/rolesHere.ts";
 import { type Queryable, type SessionPool, withTransaction } from "../db/session.ts";
 import { ConfigError } from "../outbox/errors.ts";
 import type { OutboxNames } from "../outbox/names.ts";
@@ -88,7 +89,8 @@ export async function checkOrderKey(db: Queryable, names: OutboxNames): Promise<
 }
 
 /**
- * Runs checkOrderKey once per database target of a pool: an invocation makes a guard, checks before it claims,
+ * Runs checkOrderKey, and checkRolesHere (a clone or a restore whose outbox still names another database's roles
+ * is refused until `outbox migrate` gives it its own: db/rolesHere.ts), once per database target of a pool: an invocation makes a guard, checks before it claims,
  * and each round asks `ensure` on its own session inside its transaction before claiming. A pool that follows a
  * moved secret (SecretPool) tells which target a session belongs to (`targetOf`), so the first round on a new
  * target runs the check there, on the very session that then claims; a pool with one target checks once.
@@ -107,6 +109,7 @@ export class OrderKeyGuard {
   async ensure(session: Queryable): Promise<void> {
     const target = this.#pool.targetOf?.(session) ?? 0;
     if (this.#checked.has(target)) return;
+    await checkRolesHere(session, this.#names);
     await checkOrderKey(session, this.#names);
     this.#checked.add(target);
   }

@@ -10,7 +10,9 @@ import type { Queryable } from "../session.ts";
 /**
  * The role the migration recorded for this job (0009, `<prefix>_roles`), whether the login exists yet, and whether
  * it is a member of that role: directly (what createLoginStatement made it, in the same implicit transaction) or
- * through the login it rotates (the multi-user rotation's `<user>_clone` is granted `<user>`).
+ * through the login it rotates (the multi-user rotation's `<user>_clone` is granted `<user>`), or of the role a
+ * renewal replaced (0018's previous_role_name: a cloned database's logins, made by this deploy before the runner
+ * gave the clone roles of its own, db/rolesHere.ts).
  */
 export async function loginState(
   db: Queryable,
@@ -19,13 +21,14 @@ export async function loginState(
   username: string,
 ): Promise<{ outboxRole: string | undefined; exists: boolean; member: boolean }> {
   const { rows } = await db.query<{ outbox_role: string | null; login_exists: boolean; member: boolean }>(
-    `with outbox_role as (select role_name from ${rolesTable} where job = $1)
+    `with outbox_role as (select role_name, previous_role_name from ${rolesTable} where job = $1),
+     ours as (select r.rolname from pg_catalog.pg_roles as r
+              where r.rolname in (select role_name from outbox_role union all select previous_role_name from outbox_role))
      select (select role_name from outbox_role) as outbox_role,
             exists (select from pg_catalog.pg_roles where rolname = $2) as login_exists,
             case when exists (select from pg_catalog.pg_roles where rolname = $2)
-                  and exists (select from pg_catalog.pg_roles where rolname = (select role_name from outbox_role))
-                 then pg_catalog.pg_has_role($2, (select role_name from outbox_role), 'MEMBER') else false end
-              as member`,
+                 then exists (select from ours where pg_catalog.pg_has_role($2, ours.rolname, 'MEMBER'))
+                 else false end as member`,
     [job, username],
   );
   return {
