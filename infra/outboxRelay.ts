@@ -54,7 +54,14 @@ import {
   withServiceEndpoints,
 } from "./network.ts";
 import { outboxLimits } from "./outboxLimits.ts";
-import { grantPayloadWrite, type LargePayloadsProps, payloadBucket, s3Route } from "./payloadBucket.ts";
+import {
+  grantPayloadRead,
+  grantPayloadWrite,
+  type LargePayloadsProps,
+  type PayloadBucket,
+  payloadBucket,
+  s3Route,
+} from "./payloadBucket.ts";
 import {
   DEFAULT_BATCH_MAX_BYTES,
   DEFAULT_BUDGET_MARGIN_MS,
@@ -416,6 +423,7 @@ export class OutboxRelay extends Construct {
 
   readonly #props: OutboxRelayProps;
   readonly #database: ResolvedDatabase;
+  readonly #payloads: PayloadBucket | undefined;
 
   constructor(scope: Construct, id: string, props: OutboxRelayProps) {
     super(scope, id);
@@ -482,6 +490,7 @@ export class OutboxRelay extends Construct {
     });
     const payloads =
       props.largePayloads === undefined ? undefined : payloadBucket(this, props.largePayloads, removalPolicy);
+    this.#payloads = payloads;
     if (payloads !== undefined) {
       this.payloadBucket = payloads.bucket;
       s3Route(this, {
@@ -887,6 +896,29 @@ export class OutboxRelay extends Construct {
       );
     }
     database.connections.allowDefaultPortFrom(producer, "Outbox producer to the database");
+  }
+
+  /**
+   * Lets a reader of the events resolve their large payloads (`largePayloads`): s3:GetObject under the payload
+   * prefix (and kms:Decrypt on `largePayloads.encryptionKey`) for its role, which the created bucket's policy then
+   * admits beside the relay's and the `consumer`'s (every other principal is denied reads, whatever its own
+   * policy allows). For a consumer that is not an OutboxConsumer (an SQS Extended Client reader, a function of
+   * your own); an OutboxConsumer given `payloadBucket` is admitted already. The role must be of this stack, or
+   * imported into it by ARN.
+   */
+  grantPayloadRead(grantee: iam.IGrantable): void {
+    const payloads = this.#payloads;
+    if (payloads === undefined) {
+      throw new Error("OutboxRelay.grantPayloadRead: there is no payload bucket without largePayloads");
+    }
+    const role = grantee.grantPrincipal as Partial<iam.IRole>;
+    if (role.roleArn === undefined || role.addToPrincipalPolicy === undefined) {
+      throw new Error(
+        "OutboxRelay.grantPayloadRead: the grantee's principal must be an IAM role (a function, a task role, an " +
+          "iam.Role): the bucket's policy admits readers by their role's ARN",
+      );
+    }
+    grantPayloadRead(payloads, role as iam.IRole);
   }
 
   /** One of the construct's EMF metrics, with the `service` dimension Powertools adds. */
