@@ -1,6 +1,5 @@
 import { type CustomResource, Duration, RemovalPolicy } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
-import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
 import type * as ec2 from "aws-cdk-lib/aws-ec2";
 import type * as events from "aws-cdk-lib/aws-events";
 import type * as iam from "aws-cdk-lib/aws-iam";
@@ -24,7 +23,7 @@ import { PURGE_SETTINGS } from "../functions/shared/purge/settings.ts";
 import { RELAY_SETTINGS } from "../functions/shared/relay/settings.ts";
 import { checkIntegerOption } from "../functions/shared/util/env.ts";
 import { createAlarms, type OutboxAlarmThresholds, type RoutedDestination } from "./alarms.ts";
-import { alarmTopic } from "./alarmTopic.ts";
+import { alarmTopic, notifyTopic } from "./alarmTopic.ts";
 import { consumerVisibilityTimeout, OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 import { createDashboard } from "./dashboard.ts";
 import { type ResolvedDatabase, resolveDatabase, withSecretKey } from "./database.ts";
@@ -34,6 +33,11 @@ import {
   restrictSendToRelay,
   SQS_MAX_MESSAGE_BYTES,
 } from "./destination.ts";
+import {
+  alarmFoundConsumers,
+  destinationConsumerPlaces,
+  destinationConsumers,
+} from "./destinationConsumers.ts";
 import { environmentOf } from "./environment.ts";
 import { checkEnvironmentSize } from "./environmentSize.ts";
 import {
@@ -808,6 +812,7 @@ export class OutboxRelay extends Construct {
     // --- Alarms, dashboard ---------------------------------------------------------------------------------------
     const alarmProps = props.alarms ?? {};
     this.alarmTopic = alarmTopic(this, alarmProps);
+    const consumerPlaces = destinationConsumerPlaces(routes?.places ?? [], this.eventBus);
     const subjects = {
       relayFunction: this.relayFunction,
       purgeFunction: this.purgeFunction,
@@ -836,15 +841,15 @@ export class OutboxRelay extends Construct {
       metricsRate,
       strictOrder: tuning.strictOrder === true,
       targetEventsPerSecond: (tuning.targetEventsPerSecond ?? DEFAULT_TARGET_EVENTS_PER_SECOND) * relays,
+      destinationConsumers: destinationConsumers(consumerPlaces),
     };
     this.alarms = createAlarms(this, subjects, alarmProps);
-    if (this.alarmTopic !== undefined) {
-      const action = new cloudwatchActions.SnsAction(this.alarmTopic);
-      for (const alarm of Object.values(this.alarms)) {
-        alarm.addAlarmAction(action);
-        alarm.addOkAction(action);
-      }
-    }
+    notifyTopic(this.alarmTopic, this.alarms);
+    // The rules on its buses and its topics' subscription dead-letter queues, found in the stack at synthesis.
+    alarmFoundConsumers(this, consumerPlaces, (found) => {
+      Object.assign(this.alarms, found);
+      notifyTopic(this.alarmTopic, found);
+    });
     if (props.dashboard ?? true) {
       this.dashboard = createDashboard(this, subjects, purgeRate, Object.values(this.alarms));
     }
