@@ -59,7 +59,7 @@ import {
 } from "./network.ts";
 import { outboxLimits } from "./outboxLimits.ts";
 import {
-  grantPayloadRead,
+  grantPayloadReadTo,
   grantPayloadWrite,
   type LargePayloadsProps,
   type PayloadBucket,
@@ -912,18 +912,7 @@ export class OutboxRelay extends Construct {
    * imported into it by ARN.
    */
   grantPayloadRead(grantee: iam.IGrantable): void {
-    const payloads = this.#payloads;
-    if (payloads === undefined) {
-      throw new Error("OutboxRelay.grantPayloadRead: there is no payload bucket without largePayloads");
-    }
-    const role = grantee.grantPrincipal as Partial<iam.IRole>;
-    if (role.roleArn === undefined || role.addToPrincipalPolicy === undefined) {
-      throw new Error(
-        "OutboxRelay.grantPayloadRead: the grantee's principal must be an IAM role (a function, a task role, an " +
-          "iam.Role): the bucket's policy admits readers by their role's ARN",
-      );
-    }
-    grantPayloadRead(payloads, role as iam.IRole);
+    grantPayloadReadTo(this.#payloads, grantee);
   }
 
   /** One of the construct's EMF metrics, with the `service` dimension Powertools adds. */

@@ -203,6 +203,21 @@ export function grantPayloadRead(payloads: Pick<PayloadBucket, "bucket" | "prefi
   admit(payloads.bucket, role, "readers");
 }
 
+/** OutboxRelay.grantPayloadRead: the grantee's role, with the errors that name what is missing. */
+export function grantPayloadReadTo(payloads: PayloadBucket | undefined, grantee: iam.IGrantable): void {
+  if (payloads === undefined) {
+    throw new Error("OutboxRelay.grantPayloadRead: there is no payload bucket without largePayloads");
+  }
+  const role = grantee.grantPrincipal as Partial<iam.IRole>;
+  if (role.roleArn === undefined || role.addToPrincipalPolicy === undefined) {
+    throw new Error(
+      "OutboxRelay.grantPayloadRead: the grantee's principal must be an IAM role (a function, a task role, an " +
+        "iam.Role): the bucket's policy admits readers by their role's ARN",
+    );
+  }
+  grantPayloadRead(payloads, role as iam.IRole);
+}
+
 function grantObjects(
   payloads: Pick<PayloadBucket, "bucket" | "prefix">,
   role: iam.IRole,

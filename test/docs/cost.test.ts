@@ -151,8 +151,16 @@ const COST = read("docs/cost.md").replace(/\s*\n\s*/g, " ");
 const CLOUDWATCH = { alarmMetric: 0.1, customMetric: 0.3, dashboard: 3 };
 
 describe("docs/cost.md's monitoring figures, from the construct", () => {
+  // Synthesized while the file is collected, outside any test's timeout (a loaded machine takes a minute).
+  const routed = routedApp().template;
+  const plain = outboxStack().template;
+  const exampleApp = newApp();
+  const example = Template.fromStack(
+    new OutboxExampleStack(exampleApp, "Example", examplePropsFromContext(exampleApp.node)),
+  );
+
   it("prices a routed app's alarms and custom metrics as the construct makes them", () => {
-    const { template } = routedApp();
+    const template = routed;
     const { alarms, metrics } = alarmFigures(template);
     const custom = steadyCustomMetrics(template, true);
     const stated = COST.match(
@@ -173,7 +181,7 @@ describe("docs/cost.md's monitoring figures, from the construct", () => {
   });
 
   it("prices the default outbox's alarms and custom metrics as the construct makes them", () => {
-    const { template } = outboxStack();
+    const template = plain;
     const { alarms, metrics } = alarmFigures(template);
     const custom = steadyCustomMetrics(template, false);
     const stated = COST.match(
@@ -189,9 +197,7 @@ describe("docs/cost.md's monitoring figures, from the construct", () => {
   });
 
   it("states the example stack's database floor at its cluster's minimum capacity", () => {
-    const app = newApp();
-    const stack = new OutboxExampleStack(app, "Example", examplePropsFromContext(app.node));
-    const [[, cluster]] = resources(Template.fromStack(stack), "AWS::RDS::DBCluster") as [[string, Resource]];
+    const [[, cluster]] = resources(example, "AWS::RDS::DBCluster") as [[string, Resource]];
     const scaling = cluster.Properties?.ServerlessV2ScalingConfiguration as { MinCapacity: number };
     const minimum = scaling.MinCapacity;
     const stated = COST.match(/\*\*([\d.]+) ACU\*\* x 730 h x \$([\d.]+) per ACU-hour = \*\*\$([\d.]+)\*\*/);
