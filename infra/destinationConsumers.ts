@@ -84,7 +84,7 @@ export function alarmFoundConsumers(
                 ),
             )
             .map((subscription) => ({
-              label: `${label}${idOf(subscription.node.scope ?? subscription)}${idOf(subscription)}`,
+              label: `${label}${idOf(subscription)}`,
               queue: subscription.deadLetterQueue as NonNullable<sns.Subscription["deadLetterQueue"]>,
             })),
         ),

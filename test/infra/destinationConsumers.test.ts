@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Duration, Stack } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
 import * as events from "aws-cdk-lib/aws-events";
@@ -9,6 +12,7 @@ import * as subscriptions from "aws-cdk-lib/aws-sns-subscriptions";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import { describe, expect, it } from "vitest";
 import { OutboxRelay } from "../../infra/outboxRelay.ts";
+import { cfnLint } from "../support/cdkChecks.ts";
 import { importedNetwork, newApp, type Resource, resources } from "../support/template.ts";
 
 /**
@@ -158,6 +162,18 @@ describe("alarms on the readers' side of topics, streams and buses", () => {
     }
     for (const id of [/^OutboxCustomersToCrmDeliveryFailuresAlarm/, /^OutboxAuditIteratorAgeAlarm/]) {
       expect(alarm(template, id).Properties.AlarmActions).toEqual([refTo(/^OutboxAlarmTopic/)]);
+    }
+  });
+
+  it("passes cfn-lint with every kind of them", () => {
+    const dir = mkdtempSync(join(tmpdir(), "outbox-readers-"));
+    try {
+      const file = join(dir, "template.json");
+      writeFileSync(file, JSON.stringify(template.toJSON(), null, 1));
+      const lint = cfnLint(file, process.env);
+      expect(lint.status, `cfn-lint found problems:\n${lint.stdout}\n${lint.stderr}`).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
