@@ -1,4 +1,6 @@
 import { ArnFormat, Duration, RemovalPolicy, Stack } from "aws-cdk-lib";
+import type * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
 import * as iam from "aws-cdk-lib/aws-iam";
 import * as kms from "aws-cdk-lib/aws-kms";
 import * as sns from "aws-cdk-lib/aws-sns";
@@ -66,4 +68,14 @@ export function alarmTopic(scope: Construct, props: AlarmTopicProps): sns.ITopic
     }),
   );
   return topic;
+}
+
+/** ALARM and OK of each alarm go to the topic, when there is one. */
+export function notifyTopic(topic: sns.ITopic | undefined, alarms: Record<string, cloudwatch.Alarm>): void {
+  if (topic === undefined) return;
+  const action = new cloudwatchActions.SnsAction(topic);
+  for (const alarm of Object.values(alarms)) {
+    alarm.addAlarmAction(action);
+    alarm.addOkAction(action);
+  }
 }

@@ -1,7 +1,9 @@
 import { Duration, Names } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import type * as events from "aws-cdk-lib/aws-events";
+import type * as kinesis from "aws-cdk-lib/aws-kinesis";
 import type * as lambda from "aws-cdk-lib/aws-lambda";
+import type * as sns from "aws-cdk-lib/aws-sns";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import type { Construct, IConstruct } from "constructs";
 import { AWS_METRIC, METRIC, type MetricName } from "../functions/shared/observe/metricNames.ts";
@@ -42,7 +44,10 @@ export interface OutboxAlarmThresholds {
   readonly pendingEvents?: number;
   /** BatchDuration p95 above this alarms. Default 5000 ms. */
   readonly batchDurationP95Ms?: number;
-  /** The queue's ApproximateAgeOfOldestMessage above this alarms: consumers stalled. Default 900 s. */
+  /**
+   * The queue's ApproximateAgeOfOldestMessage above this alarms: consumers stalled. Default 900 s. Also a routed
+   * stream's GetRecords.IteratorAgeMilliseconds (in seconds): its readers are that far behind.
+   */
   readonly queueOldestMessageAgeSeconds?: number;
 }
 
@@ -89,6 +94,8 @@ export interface AlarmSubjects {
   strictOrder: boolean;
   /** Events/s all relays together aim at (relay.targetEventsPerSecond x relays): PendingBacklog's default scale. */
   targetEventsPerSecond: number;
+  /** The routed topics and streams, whose readers' side CloudWatch shows (destinationConsumerAlarmTable). */
+  destinationConsumers?: DestinationConsumerSubjects | undefined;
 }
 
 export interface RoutedDestination {
@@ -533,8 +540,138 @@ export function alarmTable(subjects: AlarmSubjects, thresholds: OutboxAlarmThres
       // Rotations run monthly: silence is the normal state.
       treatMissingData: NOT_BREACHING,
     },
+    ...destinationConsumerAlarmTable({
+      ...subjects.destinationConsumers,
+      streamIteratorAgeSeconds: thresholds.queueOldestMessageAgeSeconds ?? 900,
+    }),
   ];
   return rows.filter((row): row is AlarmRow => row !== false);
+}
+
+/**
+ * The readers' side of the topics, streams and buses the relay publishes to, as far as the construct knows them
+ * (infra/destinationConsumers.ts): a queue's consumers have ConsumersStalled and the consumer's alarms; these
+ * places had none, so a subscriber that stopped receiving or a stream reader falling behind paged nobody.
+ */
+export interface DestinationConsumerSubjects {
+  topics?: readonly { label: string; topic: sns.ITopic }[];
+  streams?: readonly { label: string; stream: kinesis.IStream }[];
+  /** The routed topics' subscriptions with a redrive policy, by their dead-letter queue (found in the stack). */
+  subscriptionDeadLetterQueues?: readonly { label: string; queue: sqs.IQueue }[];
+  /** The rules on a bus the relay publishes to (found in the stack), by their metrics' dimensions. */
+  busRules?: readonly { label: string; dimensions: Record<string, string> }[];
+  /** A stream's iterator age that alarms: the queues' oldest-message threshold. Default 900. */
+  streamIteratorAgeSeconds?: number;
+}
+
+/** Their rows. */
+export function destinationConsumerAlarmTable(subjects: DestinationConsumerSubjects): AlarmRow[] {
+  const streamAgeSeconds = subjects.streamIteratorAgeSeconds ?? 900;
+  const FIVE_MINUTES = Duration.minutes(5);
+  const events = (metricName: string, dimensionsMap: Record<string, string>) =>
+    new cloudwatch.Metric({
+      namespace: AWS_METRIC.eventsNamespace,
+      metricName,
+      dimensionsMap,
+      statistic: "Sum",
+      period: FIVE_MINUTES,
+    });
+  return [
+    ...(subjects.topics ?? []).map(({ label, topic }) => ({
+      key: `deliveryFailures${label}`,
+      id: `${label}DeliveryFailuresAlarm`,
+      description:
+        `SNS gave up delivering messages of ${topic.node.path} to a subscriber: at once on a client-side error ` +
+        "(the queue or function deleted, its policy or KMS key refusing SNS), after the delivery policy's retries " +
+        "otherwise (for SQS and Lambda subscribers 100,015 attempts over 23 days). The message is in the " +
+        "subscription's dead-letter queue if it has one, else lost for that subscriber (the outbox row is " +
+        `published). ${RUNBOOK}`,
+      // SNS sends its topic metrics every 5 minutes (SNS developer guide, "Monitoring Amazon SNS topics using
+      // CloudWatch"): a 1-minute period would see empty minutes between them. The retries: SNS developer guide,
+      // "Amazon SNS message delivery retries".
+      metric: topic.metricNumberOfNotificationsFailed({ period: FIVE_MINUTES, statistic: "Sum" }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      // Written only when a delivery fails.
+      treatMissingData: NOT_BREACHING,
+    })),
+    ...(subjects.subscriptionDeadLetterQueues ?? []).map(({ label, queue }) => ({
+      key: `subscriptionDeadLetters${label}`,
+      id: `${label}DeadLettersAlarm`,
+      description:
+        "An SNS subscription's dead-letter queue holds messages SNS could not deliver to the subscriber; they stay " +
+        `until redriven (a message move task) or purged. ${RUNBOOK}`,
+      metric: queue.metricApproximateNumberOfMessagesVisible({ period: FIVE_MINUTES, statistic: "Maximum" }),
+      threshold: 0,
+      comparison: GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      // An empty, idle queue writes nothing (its first message after 6 h idle shows up to 15 min late).
+      treatMissingData: NOT_BREACHING,
+    })),
+    ...(subjects.streams ?? []).flatMap(({ label, stream }) => [
+      {
+        key: `iteratorAge${label}`,
+        id: `${label}IteratorAgeAlarm`,
+        description:
+          `A reader of ${stream.node.path} (GetRecords: a Lambda event source, the KCL, Firehose) is more than ` +
+          `${streamAgeSeconds} s behind for 3 minutes: stopped, failing a batch it retries, or too slow. Records ` +
+          `past the stream's retention (24 h by default) are lost to it. ${RUNBOOK}`,
+        metric: stream.metricGetRecordsIteratorAgeMilliseconds({ period: MINUTE, statistic: "Maximum" }),
+        threshold: streamAgeSeconds * 1000,
+        comparison: GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 3,
+        // Written while some reader calls GetRecords (a Lambda event source polls every shard about once a
+        // second, idle or not). A reader that stops calling writes nothing: the alarm keeps its state, so a
+        // reader that fell behind and then stopped keeps paging rather than clearing. Enhanced fan-out readers
+        // (SubscribeToShard) are not in this metric.
+        treatMissingData: MISSING,
+      },
+      {
+        key: `writeThrottles${label}`,
+        id: `${label}WriteThrottlesAlarm`,
+        description:
+          `${stream.node.path} refused records for its write throughput (the relay's or another producer's) in 3 ` +
+          "of the last 5 minutes: its shards are too few for the traffic (add shards, or on-demand capacity). The " +
+          `relay's refused records wait in the outbox and retry; their events arrive late. ${RUNBOOK}`,
+        // PutRecords' per-record throttling included (Kinesis developer guide, "Monitoring the Amazon Kinesis
+        // Data Streams service with Amazon CloudWatch"); 3 of 5 so a burst the retries absorb does not page,
+        // before the destination's PublishFailures (5 of 5) says it never gets through.
+        metric: stream.metricWriteProvisionedThroughputExceeded({ period: MINUTE, statistic: "Sum" }),
+        threshold: 1,
+        comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        evaluationPeriods: 5,
+        datapointsToAlarm: 3,
+        treatMissingData: NOT_BREACHING,
+      },
+    ]),
+    ...(subjects.busRules ?? []).map(({ label, dimensions }) => ({
+      key: `ruleDeliveryFailures${label}`,
+      id: `${label}DeliveryFailuresAlarm`,
+      description:
+        `The EventBridge rule ${dimensions.RuleName} could not deliver events to its target after the target's ` +
+        "retry policy (24 h by default), or refused to invoke it (DeadLetterInvocations: a loop, a missing " +
+        "permission): each is in the target's dead-letter queue if it has one, else dropped for that target. " +
+        RUNBOOK,
+      // FailedInvocations leaves out what DeadLetterInvocations counts ("Monitoring Amazon EventBridge"): the sum
+      // is every event the rule could not deliver. A rule of a custom bus is measured by EventBusName and RuleName.
+      metric: new cloudwatch.MathExpression({
+        expression: "FILL(failed, 0) + FILL(refused, 0)",
+        usingMetrics: {
+          failed: events(AWS_METRIC.ruleFailedInvocations, dimensions),
+          refused: events(AWS_METRIC.ruleDeadLetterInvocations, dimensions),
+        },
+        period: FIVE_MINUTES,
+        label: `Undelivered events of ${dimensions.RuleName}`,
+      }),
+      threshold: 1,
+      comparison: GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      // Written only when an invocation fails.
+      treatMissingData: NOT_BREACHING,
+    })),
+  ];
 }
 
 /**

@@ -1,6 +1,5 @@
 import { Duration, RemovalPolicy, Token, Validations } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
-import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
 import * as iam from "aws-cdk-lib/aws-iam";
 import * as lambda from "aws-cdk-lib/aws-lambda";
@@ -16,6 +15,7 @@ import { DATABASE_SETTINGS } from "../functions/shared/db/settings.ts";
 import { INBOX_METRIC } from "../functions/shared/observe/metricNames.ts";
 import { METRICS_SETTINGS } from "../functions/shared/observe/settings.ts";
 import { consumerAlarmTable, createAlarmsFrom } from "./alarms.ts";
+import { notifyTopic } from "./alarmTopic.ts";
 import { environmentOf } from "./environment.ts";
 import {
   acknowledgeVpcNetworkInterfaces,
@@ -317,13 +317,7 @@ export class OutboxConsumer extends Construct implements ec2.IConnectable {
         oldestMessageAgeSeconds: props.oldestMessageAgeSeconds ?? 900,
       }),
     );
-    if (props.alarmTopic !== undefined) {
-      const action = new cloudwatchActions.SnsAction(props.alarmTopic);
-      for (const alarm of Object.values(this.alarms)) {
-        alarm.addAlarmAction(action);
-        alarm.addOkAction(action);
-      }
-    }
+    notifyTopic(props.alarmTopic, this.alarms);
   }
 }
 

@@ -1,6 +1,5 @@
 import { type CustomResource, Duration, RemovalPolicy } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
-import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
 import type * as ec2 from "aws-cdk-lib/aws-ec2";
 import type * as events from "aws-cdk-lib/aws-events";
 import type * as iam from "aws-cdk-lib/aws-iam";
@@ -24,7 +23,7 @@ import { PURGE_SETTINGS } from "../functions/shared/purge/settings.ts";
 import { RELAY_SETTINGS } from "../functions/shared/relay/settings.ts";
 import { checkIntegerOption } from "../functions/shared/util/env.ts";
 import { createAlarms, type OutboxAlarmThresholds, type RoutedDestination } from "./alarms.ts";
-import { alarmTopic } from "./alarmTopic.ts";
+import { alarmTopic, notifyTopic } from "./alarmTopic.ts";
 import { consumerVisibilityTimeout, OutboxConsumer, type OutboxConsumerProps } from "./consumer.ts";
 import { createDashboard } from "./dashboard.ts";
 import { type ResolvedDatabase, resolveDatabase, withSecretKey } from "./database.ts";
@@ -34,6 +33,11 @@ import {
   restrictSendToRelay,
   SQS_MAX_MESSAGE_BYTES,
 } from "./destination.ts";
+import {
+  alarmFoundConsumers,
+  destinationConsumerPlaces,
+  destinationConsumers,
+} from "./destinationConsumers.ts";
 import { environmentOf } from "./environment.ts";
 import { checkEnvironmentSize } from "./environmentSize.ts";
 import {
@@ -54,7 +58,14 @@ import {
   withServiceEndpoints,
 } from "./network.ts";
 import { outboxLimits } from "./outboxLimits.ts";
-import { grantPayloadWrite, type LargePayloadsProps, payloadBucket, s3Route } from "./payloadBucket.ts";
+import {
+  grantPayloadReadTo,
+  grantPayloadWrite,
+  type LargePayloadsProps,
+  type PayloadBucket,
+  payloadBucket,
+  s3Route,
+} from "./payloadBucket.ts";
 import {
   DEFAULT_BATCH_MAX_BYTES,
   DEFAULT_BUDGET_MARGIN_MS,
@@ -416,6 +427,7 @@ export class OutboxRelay extends Construct {
 
   readonly #props: OutboxRelayProps;
   readonly #database: ResolvedDatabase;
+  readonly #payloads: PayloadBucket | undefined;
 
   constructor(scope: Construct, id: string, props: OutboxRelayProps) {
     super(scope, id);
@@ -482,6 +494,7 @@ export class OutboxRelay extends Construct {
     });
     const payloads =
       props.largePayloads === undefined ? undefined : payloadBucket(this, props.largePayloads, removalPolicy);
+    this.#payloads = payloads;
     if (payloads !== undefined) {
       this.payloadBucket = payloads.bucket;
       s3Route(this, {
@@ -799,6 +812,7 @@ export class OutboxRelay extends Construct {
     // --- Alarms, dashboard ---------------------------------------------------------------------------------------
     const alarmProps = props.alarms ?? {};
     this.alarmTopic = alarmTopic(this, alarmProps);
+    const consumerPlaces = destinationConsumerPlaces(routes?.places ?? [], this.eventBus);
     const subjects = {
       relayFunction: this.relayFunction,
       purgeFunction: this.purgeFunction,
@@ -827,15 +841,15 @@ export class OutboxRelay extends Construct {
       metricsRate,
       strictOrder: tuning.strictOrder === true,
       targetEventsPerSecond: (tuning.targetEventsPerSecond ?? DEFAULT_TARGET_EVENTS_PER_SECOND) * relays,
+      destinationConsumers: destinationConsumers(consumerPlaces),
     };
     this.alarms = createAlarms(this, subjects, alarmProps);
-    if (this.alarmTopic !== undefined) {
-      const action = new cloudwatchActions.SnsAction(this.alarmTopic);
-      for (const alarm of Object.values(this.alarms)) {
-        alarm.addAlarmAction(action);
-        alarm.addOkAction(action);
-      }
-    }
+    notifyTopic(this.alarmTopic, this.alarms);
+    // The rules on its buses and its topics' subscription dead-letter queues, found in the stack at synthesis.
+    alarmFoundConsumers(this, consumerPlaces, (found) => {
+      Object.assign(this.alarms, found);
+      notifyTopic(this.alarmTopic, found);
+    });
     if (props.dashboard ?? true) {
       this.dashboard = createDashboard(this, subjects, purgeRate, Object.values(this.alarms));
     }
@@ -887,6 +901,18 @@ export class OutboxRelay extends Construct {
       );
     }
     database.connections.allowDefaultPortFrom(producer, "Outbox producer to the database");
+  }
+
+  /**
+   * Lets a reader of the events resolve their large payloads (`largePayloads`): s3:GetObject under the payload
+   * prefix (and kms:Decrypt on `largePayloads.encryptionKey`) for its role, which the created bucket's policy then
+   * admits beside the relay's and the `consumer`'s (every other principal is denied reads, whatever its own
+   * policy allows). For a consumer that is not an OutboxConsumer (an SQS Extended Client reader, a function of
+   * your own); an OutboxConsumer given `payloadBucket` is admitted already. The role must be of this stack, or
+   * imported into it by ARN.
+   */
+  grantPayloadRead(grantee: iam.IGrantable): void {
+    grantPayloadReadTo(this.#payloads, grantee);
   }
 
   /** One of the construct's EMF metrics, with the `service` dimension Powertools adds. */

@@ -1,4 +1,4 @@
-import { type CfnElement, Duration, type RemovalPolicy, Stack, Token, Validations } from "aws-cdk-lib";
+import { Duration, Lazy, type RemovalPolicy, Stack, Token, Validations } from "aws-cdk-lib";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
 import * as iam from "aws-cdk-lib/aws-iam";
 import type * as kms from "aws-cdk-lib/aws-kms";
@@ -13,7 +13,9 @@ export interface LargePayloadsProps {
   /**
    * An existing bucket; its lifecycle and policies are yours (keep objects at least PAYLOAD_EXPIRATION_DAYS).
    * Default: one created here, SSE-S3 (or SSE-KMS with `encryptionKey`), TLS only, public access blocked,
-   * objects expiring after 35 days.
+   * objects expiring after 35 days, and a bucket policy that lets only the relay's role write objects and only
+   * it and the consumers' roles (`consumer`, an OutboxConsumer given `payloadBucket`, `grantPayloadRead`) read
+   * them.
    */
   readonly bucket?: s3.IBucket;
   /**
@@ -48,6 +50,17 @@ export const REDRIVE_WINDOW_DAYS = 7;
 export const PAYLOAD_EXPIRATION_DAYS =
   QUEUE_RETENTION_DAYS + DEAD_LETTER_RETENTION_DAYS + REDRIVE_WINDOW_DAYS;
 export const DEFAULT_PAYLOAD_PREFIX = "outbox-payloads/";
+
+/**
+ * Who the created bucket's policy lets at its objects: the relay's role writes, the consumers' roles read. Filled
+ * by grantPayloadWrite and grantPayloadRead, whichever construct calls them and whenever (the policy's lists are
+ * lazy), so a consumer made after the relay is let in too. A given bucket has none: its policies are its owner's.
+ */
+interface PayloadAccess {
+  readonly writers: iam.IRole[];
+  readonly readers: iam.IRole[];
+}
+const ACCESS = new WeakMap<s3.IBucket, PayloadAccess>();
 
 export interface PayloadBucket {
   readonly bucket: s3.IBucket;
@@ -105,6 +118,7 @@ function createdBucket(
       },
     ],
   });
+  restrictObjectAccess(bucket);
   Validations.of(bucket).acknowledge({
     id: "AwsSolutions-S1",
     reason:
@@ -114,16 +128,94 @@ function createdBucket(
   return bucket;
 }
 
+/**
+ * The created bucket's Deny statements, beside the TLS-only one `enforceSSL` adds. In one account a request is
+ * allowed when the caller's identity policy or the bucket policy allows it and no statement of either denies it
+ * (IAM User Guide, "Policy evaluation logic", and S3 User Guide, "How Amazon S3 authorizes a request for an object
+ * operation"): without these, any role of the account with a broad `s3:GetObject` (an admin's, a data job's)
+ * reads every payload, whatever the queue's own policy or key allows. So reads are denied to every principal but
+ * the relay's and the consumers' roles, writes and deletes to every principal but the relay's (nobody deletes:
+ * the lifecycle rule expires objects, and lifecycle actions are not requests a bucket policy sees). By
+ * `aws:PrincipalArn` (the role's ARN for each of its sessions), not by `Principal`: a `Principal` naming a role is
+ * stored as its unique id, so a role deleted and created again under the same name would be denied; the
+ * condition compares the ARN (IAM User Guide, "AWS global condition context keys", aws:PrincipalArn). A service
+ * principal has no such key and is denied too: no AWS service reads payloads on the consumers' behalf.
+ */
+function restrictObjectAccess(bucket: s3.Bucket): void {
+  const access: PayloadAccess = { writers: [], readers: [] };
+  ACCESS.set(bucket, access);
+  const arnsOf = (roles: () => iam.IRole[]) =>
+    Lazy.list({ produce: () => [...new Set(roles().map((role) => role.roleArn))] });
+  bucket.addToResourcePolicy(
+    new iam.PolicyStatement({
+      sid: "OnlyTheOutboxRelayWritesPayloads",
+      effect: iam.Effect.DENY,
+      principals: [new iam.AnyPrincipal()],
+      actions: ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"],
+      resources: [bucket.arnForObjects("*")],
+      conditions: { ArnNotLike: { "aws:PrincipalArn": arnsOf(() => access.writers) } },
+    }),
+  );
+  bucket.addToResourcePolicy(
+    new iam.PolicyStatement({
+      sid: "OnlyOutboxRolesReadPayloads",
+      effect: iam.Effect.DENY,
+      principals: [new iam.AnyPrincipal()],
+      actions: ["s3:GetObject", "s3:GetObjectVersion"],
+      resources: [bucket.arnForObjects("*")],
+      // The relay's role too, so the list is never empty: it has no s3:GetObject of its own to use it with.
+      conditions: {
+        ArnNotLike: { "aws:PrincipalArn": arnsOf(() => [...access.writers, ...access.readers]) },
+      },
+    }),
+  );
+}
+
+/** A role let in by the created bucket's policy must be named from the bucket's stack. */
+function admit(bucket: s3.IBucket, role: iam.IRole, list: keyof PayloadAccess): void {
+  const access = ACCESS.get(bucket);
+  if (access === undefined) return;
+  if (Token.isUnresolved(role.roleArn) && Stack.of(role) !== Stack.of(bucket)) {
+    // The policy would refer to the role's stack while that stack refers to the bucket: a cycle CDK refuses.
+    throw new Error(
+      `OutboxRelay payload bucket: the role ${role.node.path} is in another stack than the bucket ` +
+        `(${Stack.of(bucket).stackName}), whose policy must name it; import the role into the bucket's stack by ` +
+        "its ARN (iam.Role.fromRoleArn) and grant that",
+    );
+  }
+  access[list].push(role);
+}
+
 /** s3:PutObject under the prefix: the relay writes (and on a retry overwrites) `prefix + outbox id` only. */
 export function grantPayloadWrite(payloads: PayloadBucket, role: iam.IRole): void {
   grantObjects(payloads, role, "s3:PutObject");
   payloads.bucket.encryptionKey?.grantEncrypt(role);
+  admit(payloads.bucket, role, "writers");
 }
 
-/** s3:GetObject under the prefix: the consumer resolves pointers. */
+/**
+ * s3:GetObject under the prefix: the consumer resolves pointers. The created bucket's policy lets the role in too
+ * (restrictObjectAccess).
+ */
 export function grantPayloadRead(payloads: Pick<PayloadBucket, "bucket" | "prefix">, role: iam.IRole): void {
   grantObjects(payloads, role, "s3:GetObject");
   payloads.bucket.encryptionKey?.grantDecrypt(role);
+  admit(payloads.bucket, role, "readers");
+}
+
+/** OutboxRelay.grantPayloadRead: the grantee's role, with the errors that name what is missing. */
+export function grantPayloadReadTo(payloads: PayloadBucket | undefined, grantee: iam.IGrantable): void {
+  if (payloads === undefined) {
+    throw new Error("OutboxRelay.grantPayloadRead: there is no payload bucket without largePayloads");
+  }
+  const role = grantee.grantPrincipal as Partial<iam.IRole>;
+  if (role.roleArn === undefined || role.addToPrincipalPolicy === undefined) {
+    throw new Error(
+      "OutboxRelay.grantPayloadRead: the grantee's principal must be an IAM role (a function, a task role, an " +
+        "iam.Role): the bucket's policy admits readers by their role's ARN",
+    );
+  }
+  grantPayloadRead(payloads, role as iam.IRole);
 }
 
 function grantObjects(
@@ -146,17 +238,30 @@ function acknowledgeObjectWildcard(
   role: iam.IRole,
 ): void {
   const { bucket, prefix } = payloads;
-  const child = bucket.node.defaultChild as CfnElement | undefined;
-  const arn =
-    Token.isUnresolved(bucket.bucketArn) && child !== undefined
-      ? `<${Stack.of(bucket).getLogicalId(child)}.Arn>`
-      : bucket.bucketArn;
+  const arn = asNagPrints(Stack.of(role).resolve(bucket.arnForObjects(`${prefix}*`)));
   Validations.of(role).acknowledge({
-    id: `AwsSolutions-IAM5[Resource::${arn}/${prefix}*]`,
+    id: `AwsSolutions-IAM5[Resource::${arn}]`,
     reason:
       "The payload objects' keys are the prefix plus an outbox id, unknown until an event is written: the " +
       "wildcard covers that one prefix of the payload bucket, for this one action.",
   });
+}
+
+/**
+ * A resolved CloudFormation value as cdk-nag prints it in a finding: joins joined, `{"Ref": "X"}` as `<X>`, a
+ * GetAtt as `<Id.Attribute>` (cdk-nag's flattenCfnReference). A created bucket's ARN is a GetAtt, an imported one's
+ * a join with the partition.
+ */
+function asNagPrints(value: unknown): string {
+  if (typeof value === "string") return value;
+  const node = value as Record<string, unknown>;
+  if (Array.isArray(node["Fn::Join"])) {
+    const [delimiter, items] = node["Fn::Join"] as [string, unknown[]];
+    return items.map(asNagPrints).join(delimiter);
+  }
+  if (typeof node.Ref === "string") return `<${node.Ref}>`;
+  if (Array.isArray(node["Fn::GetAtt"])) return `<${(node["Fn::GetAtt"] as string[]).join(".")}>`;
+  return JSON.stringify(value);
 }
 
 /**

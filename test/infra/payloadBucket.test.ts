@@ -1,9 +1,12 @@
-import { Stack } from "aws-cdk-lib";
+import { Duration, Stack } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as iam from "aws-cdk-lib/aws-iam";
 import * as kms from "aws-cdk-lib/aws-kms";
 import * as s3 from "aws-cdk-lib/aws-s3";
+import * as sqs from "aws-cdk-lib/aws-sqs";
 import { describe, expect, it } from "vitest";
+import { OutboxConsumer } from "../../infra/consumer.ts";
 import { OutboxRelay } from "../../infra/outboxRelay.ts";
 import { PAYLOAD_EXPIRATION_DAYS } from "../../infra/payloadBucket.ts";
 import { relayTiming } from "../../infra/relayTiming.ts";
@@ -36,6 +39,44 @@ function egressRules(template: Template, group: unknown): EgressRule[] {
     .filter(([, rule]) => JSON.stringify(rule.Properties?.GroupId) === JSON.stringify(group))
     .map(([, rule]) => rule.Properties);
   return [...(own as EgressRule[]), ...(separate as EgressRule[])];
+}
+
+type Statement = {
+  Effect: string;
+  Action: string | string[];
+  Condition?: Record<string, Record<string, unknown>>;
+};
+
+/** The payload bucket's policy statements. */
+function bucketStatements(template: Template): Statement[] {
+  const policies = resources(template, "AWS::S3::BucketPolicy");
+  expect(policies).toHaveLength(1);
+  const document = (policies[0] as [string, Resource])[1].Properties?.PolicyDocument;
+  return (document as { Statement: Statement[] }).Statement;
+}
+
+/** The role of a template's role resource, as the bucket policy names it: `{"Fn::GetAtt": [id, "Arn"]}`. */
+function roleArn(template: Template, id: RegExp): unknown {
+  const found = resources(template, "AWS::IAM::Role").filter(([logical]) => id.test(logical));
+  expect(found, String(id)).toHaveLength(1);
+  return { "Fn::GetAtt": [(found[0] as [string, Resource])[0], "Arn"] };
+}
+
+/**
+ * Whether the bucket policy denies `action` on a payload object to a principal of this account with that role
+ * ARN, whatever its identity policy allows: one Deny that applies is enough (IAM's evaluation logic). A Deny with
+ * `ArnNotLike` on `aws:PrincipalArn` applies unless the ARN is among its values.
+ */
+function deniedTo(statements: Statement[], principalArn: unknown, action: string): boolean {
+  return statements.some((statement) => {
+    if (statement.Effect !== "Deny" || ![statement.Action].flat().includes(action)) return false;
+    const condition = statement.Condition ?? {};
+    if (condition.Bool !== undefined) return false; // the TLS-only Deny: not for a TLS request
+    const exempt = [condition.ArnNotLike?.["aws:PrincipalArn"] ?? []]
+      .flat()
+      .map((arn) => JSON.stringify(arn));
+    return !exempt.includes(JSON.stringify(principalArn));
+  });
 }
 
 /** Issue 31: OutboxRelay's opt-in `largePayloads` (the claim check's bucket, grants and endpoint). */
@@ -109,6 +150,102 @@ describe("OutboxRelay largePayloads", () => {
     expect(actionsOf(/^OutboxRelay/)).toEqual(expect.arrayContaining(["kms:GenerateDataKey*"]));
     expect(actionsOf(/^OutboxRelay/)).not.toContain("kms:Decrypt");
     expect(actionsOf(/Consumer/)).toEqual(["kms:Decrypt"]);
+  });
+
+  it("lets only the relay's role write and delete payloads, and only it and the consumer's read them", () => {
+    // Issue 40, item 8: without a Deny in the bucket's policy, any role of the account whose identity policy
+    // allows s3:GetObject broadly reads every payload, whatever the queue's policy and key allow.
+    const { template } = withConsumer();
+    const statements = bucketStatements(template);
+    const relay = roleArn(template, /^OutboxRelayRole/);
+    const consumer = roleArn(template, /^OutboxConsumerRole/);
+    const admin = "arn:aws:iam::123456789012:role/Admin";
+    expect(deniedTo(statements, relay, "s3:PutObject")).toBe(false);
+    expect(deniedTo(statements, consumer, "s3:GetObject")).toBe(false);
+    expect(deniedTo(statements, consumer, "s3:PutObject")).toBe(true);
+    expect(deniedTo(statements, consumer, "s3:DeleteObject")).toBe(true);
+    for (const action of ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]) {
+      expect(deniedTo(statements, admin, action), action).toBe(true);
+    }
+    // The purge, the migrations and the relay's other roles are not among them.
+    for (const other of [/^OutboxPurgeRole/, /^OutboxMigrateRole/]) {
+      if (resources(template, "AWS::IAM::Role").some(([id]) => other.test(id))) {
+        expect(deniedTo(statements, roleArn(template, other), "s3:GetObject")).toBe(true);
+      }
+    }
+    // Still TLS only.
+    expect(statements).toContainEqual(
+      expect.objectContaining({ Effect: "Deny", Condition: { Bool: { "aws:SecureTransport": "false" } } }),
+    );
+  });
+
+  it("lets in a reader granted with grantPayloadRead and an OutboxConsumer made after the relay", () => {
+    const stack = new Stack(newApp(), "Readers");
+    const { vpc, secret } = importedNetwork(stack);
+    const relay = new OutboxRelay(stack, "Outbox", {
+      database: { secret, vpc },
+      migrations: false,
+      largePayloads: {},
+    });
+    const reader = new iam.Role(stack, "JavaReader", {
+      assumedBy: new iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+    });
+    relay.grantPayloadRead(reader);
+    const bus = new sqs.Queue(stack, "BusQueue", { visibilityTimeout: Duration.minutes(3) });
+    new OutboxConsumer(stack, "Billing", {
+      queue: bus,
+      entry: "test/fixtures/consumerHandler.ts",
+      payloadBucket: { bucket: relay.payloadBucket as s3.IBucket, prefix: "outbox-payloads/" },
+    });
+    const template = Template.fromStack(stack);
+    const statements = bucketStatements(template);
+    for (const role of [/^JavaReader/, /^BillingRole/]) {
+      const arn = roleArn(template, role);
+      expect(deniedTo(statements, arn, "s3:GetObject"), String(role)).toBe(false);
+      expect(deniedTo(statements, arn, "s3:PutObject"), String(role)).toBe(true);
+    }
+    // Its identity policy has the read: both are needed in the end.
+    const readerReads = identityStatements(template).filter(
+      ({ source, statement }) => /^JavaReader/.test(source) && statement.Action === "s3:GetObject",
+    );
+    expect(readerReads).toHaveLength(1);
+    // The test's own bus queue aside (no DLQ, no TLS policy: not the construct's).
+    expect(nagFindings(stack).filter((finding) => !finding.includes("/BusQueue/"))).toEqual([]);
+  });
+
+  it("refuses a reader it cannot name (another stack's role, no largePayloads, no role) with a clear error", () => {
+    const app = newApp();
+    const stack = new Stack(app, "Relay");
+    const { vpc, secret } = importedNetwork(stack);
+    const relay = new OutboxRelay(stack, "Outbox", {
+      database: { secret, vpc },
+      migrations: false,
+      largePayloads: {},
+    });
+    const other = new Stack(app, "Other");
+    const role = new iam.Role(other, "Reader", { assumedBy: new iam.AccountRootPrincipal() });
+    expect(() => relay.grantPayloadRead(role)).toThrow(/in another stack.*iam\.Role\.fromRoleArn/);
+    const imported = iam.Role.fromRoleArn(stack, "Imported", "arn:aws:iam::123456789012:role/reader");
+    relay.grantPayloadRead(imported);
+    expect(
+      deniedTo(
+        bucketStatements(Template.fromStack(stack)),
+        "arn:aws:iam::123456789012:role/reader",
+        "s3:GetObject",
+      ),
+    ).toBe(false);
+    expect(() => outboxStack().relay.grantPayloadRead(imported)).toThrow(/without largePayloads/);
+    expect(() => relay.grantPayloadRead(new iam.AnyPrincipal())).toThrow(/must be an IAM role/);
+  });
+
+  it("adds no policy to a given bucket (its policies are its owner's)", () => {
+    const { stack, template } = outboxStack((stack) => ({
+      largePayloads: { bucket: s3.Bucket.fromBucketName(stack, "Given", "payloads") },
+      consumer: { entry: "test/fixtures/consumerHandler.ts" },
+    }));
+    expect(resources(template, "AWS::S3::BucketPolicy")).toEqual([]);
+    // Synthesizes, and its grants' object wildcard is acknowledged as cdk-nag prints an imported bucket's ARN.
+    expect(nagFindings(stack).filter((finding) => /IAM5/.test(finding))).toEqual([]);
   });
 
   it("refuses encryptionKey with a given bucket, whose encryption is its own", () => {

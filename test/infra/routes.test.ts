@@ -20,6 +20,7 @@ import { cfnLint } from "../support/cdkChecks.ts";
 import {
   asArray,
   outboxStack as constructStack,
+  deployed,
   identityStatements,
   nagFindings,
   type OutboxRelayProps,
@@ -57,19 +58,6 @@ function importedRoutes(stack: Stack): OutboxRoute[] {
       destination: events.EventBus.fromEventBusArn(stack, "Bus", arn("events", "event-bus/customers")),
     },
   ];
-}
-
-/** A template value as CloudFormation would make it in eu-west-1 of the aws partition (Fn::Join, pseudo Refs). */
-function deployed(value: unknown): unknown {
-  if (typeof value !== "object" || value === null) return value;
-  const pseudo: Record<string, string> = { "AWS::URLSuffix": "amazonaws.com", "AWS::Partition": "aws" };
-  const object = value as Record<string, unknown>;
-  if ("Ref" in object && typeof object.Ref === "string" && object.Ref in pseudo) return pseudo[object.Ref];
-  if ("Fn::Join" in object) {
-    const [separator, parts] = object["Fn::Join"] as [string, unknown[]];
-    return parts.map(deployed).join(separator);
-  }
-  return value;
 }
 
 /** The environment of the function that has `variable`, its values as CloudFormation would make them. */

@@ -56,6 +56,19 @@ export function outboxStack(
   return { stack, relay, template: Template.fromStack(stack) };
 }
 
+/** A template value as CloudFormation resolves it where the test knows how: pseudo parameters, joins. */
+export function deployed(value: unknown): unknown {
+  if (typeof value !== "object" || value === null) return value;
+  const pseudo: Record<string, string> = { "AWS::URLSuffix": "amazonaws.com", "AWS::Partition": "aws" };
+  const object = value as Record<string, unknown>;
+  if ("Ref" in object && typeof object.Ref === "string" && object.Ref in pseudo) return pseudo[object.Ref];
+  if ("Fn::Join" in object) {
+    const [separator, parts] = object["Fn::Join"] as [string, unknown[]];
+    return parts.map(deployed).join(separator);
+  }
+  return value;
+}
+
 export type Resource = { Type: string; Properties?: Record<string, unknown>; DependsOn?: string[] };
 
 export function resources(template: Template, type: string): [string, Resource][] {

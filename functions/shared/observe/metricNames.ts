@@ -50,6 +50,7 @@ export const INBOX_METRIC = {
 export const AWS_METRIC = {
   eventsNamespace: "AWS/Events",
   ruleFailedInvocations: "FailedInvocations",
+  ruleDeadLetterInvocations: "DeadLetterInvocations",
   lambdaNamespace: "AWS/Lambda",
   lambdaErrors: "Errors",
 } as const;
