@@ -59,8 +59,9 @@ export const HANDOVER_PROVING_MS = 5_000;
 
 /**
  * What relayTiming's dwell cap allows a successor to start before its first round claims: a Lambda cold start
- * (init, the secret, the pool's first connection, the order-key check), about a second for this bundle, with room
- * for a slow one. With it the latest tick after an early one still finds its predecessor claiming.
+ * (init, the secret, the pool's first connection, the order-key check). With it the latest tick after an early
+ * one still finds its predecessor claiming. Lambda allows an init phase up to 10 s; a start slower than this
+ * leaves the rest of it without a relay claiming (the next tick's invocation is the safety net then).
  */
 export const HANDOVER_STARTUP_MS = 5_000;
 
