@@ -641,13 +641,15 @@ export function quotaTable(runs: RelayQuotaRun[]): string {
 function handoverTable(runs: HandoverRun[]): string {
   const rows = runs.map(
     (run) =>
-      `| ${run.killAfterMs === null ? "none" : `every 3rd, after ${run.killAfterMs} ms`} | ${run.tickMs} | ${run.invocations} | ` +
-      `${run.meanAlive.toFixed(2)} | ${run.noneAliveMs} | ${run.latencyMs.p50} / ${run.latencyMs.p99} / ${run.latencyMs.max} | ` +
-      `${run.produced} | ${run.lost} | ${run.reordered} | ${run.duplicates} |`,
+      `| ${run.idleStopMs !== null ? `idle stop ${run.idleStopMs} ms` : run.killAfterMs === null ? "none" : `every 3rd killed, after ${run.killAfterMs} ms`} | ` +
+      `${run.tickMs} | ${run.provingMs} | ${run.invocations} | ` +
+      `${run.meanAlive.toFixed(2)} (${run.meanAliveAt60s.toFixed(2)}) | ${run.noneAliveMs} | ${run.latencyMs.p50} / ${run.latencyMs.p99} / ${run.latencyMs.max} | ` +
+      `${run.afterQuietMs === undefined ? "" : run.afterQuietMs.map((ms) => Math.round(ms)).join(", ")} | ` +
+      `${run.produced} | ${run.lost} | ${run.pendingAtEnd} | ${run.reordered} | ${run.duplicates} |`,
   );
   return [
-    "| successors killed | T (ms) | invocations | mean alive | ms with none alive | commit→accept p50 / p99 / max (ms) | events | lost | reordered | duplicates |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| configuration | T (ms) | proving (ms) | invocations | mean alive (at 60 s) | ms with none alive | commit→accept p50 / p99 / max (ms) | first event after a quiet spell (ms) | events | lost | pending at end | reordered | sent twice |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ...rows,
   ].join("\n");
 }

@@ -222,6 +222,12 @@ export interface OutboxRelayTuning {
    */
   readonly idleStopMs?: number;
   /**
+   * Dwell mode: how long a new invocation claims, without a failed round, before the one before it hands over
+   * (`RELAY_HANDOVER_PROVING_MS`). Default 5 000. A successor that dies within it leaves its predecessor claiming;
+   * each tick's overlap grows by it. Part of the dwell cap, so it also sizes the Lambda timeout.
+   */
+  readonly handoverProvingMs?: number;
+  /**
    * Default: enough for the byte budget's rounds (448 MB with the defaults; a smaller value is refused) and for
    * `targetEventsPerSecond` (384 MB for the default 1,000); relayMemory in relayTiming.ts. 448 MB by default.
    */
@@ -621,6 +627,7 @@ export class OutboxRelay extends Construct {
       budgetMarginMs,
       ...(tuning.publishTimeoutMs === undefined ? {} : { publishTimeoutMs: tuning.publishTimeoutMs }),
       ...(tuning.statementTimeoutMs === undefined ? {} : { statementTimeoutMs: tuning.statementTimeoutMs }),
+      ...(tuning.handoverProvingMs === undefined ? {} : { handoverProvingMs: tuning.handoverProvingMs }),
       batchMaxBytes,
       maxMessageBytes: Math.max(
         largestMessageBytes,
@@ -684,6 +691,7 @@ export class OutboxRelay extends Construct {
         ["relay.idlePollMaxMs", R.idlePollMaxMs, tuning.idlePollMaxMs],
         ["relay.listen", R.listen, tuning.listen],
         ["relay.idleStopMs", R.idleStopMs, tuning.idleStopMs],
+        ["relay.handoverProvingMs", R.handoverProvingMs, tuning.handoverProvingMs],
       ]),
       ...this.#metricsEnv(this.relayServiceName),
       ...payloads?.environment,

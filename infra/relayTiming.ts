@@ -1,4 +1,5 @@
 import { DEFAULT_RELAY_OPTIONS, roundReserveMs } from "../functions/shared/relay/engine.ts";
+import { HANDOVER_STARTUP_MS } from "../functions/shared/relay/handover.ts";
 import { oversizeAllowanceMs } from "../functions/shared/relay/loadBudget.ts";
 import { RELAY_SETTINGS } from "../functions/shared/relay/settings.ts";
 import { checkIntegerOption } from "../functions/shared/util/env.ts";
@@ -43,6 +44,8 @@ export interface RelayTimingInput {
   maxMessageBytes?: number;
   /** RELAY_BATCH_MAX_BYTES; default the relay's. */
   batchMaxBytes?: number;
+  /** RELAY_HANDOVER_PROVING_MS; default the relay's. */
+  handoverProvingMs?: number;
 }
 
 export interface RelayTiming {
@@ -56,6 +59,11 @@ export interface RelayTiming {
    * publish timeout, each (functions/shared/relay/loadBudget.ts): 0 without largePayloads.
    */
   loadAllowanceMs: number;
+  /**
+   * What the dwell cap allows the latest tick's invocation to start and prove itself before its predecessor stops
+   * claiming: HANDOVER_STARTUP_MS + RELAY_HANDOVER_PROVING_MS.
+   */
+  handoverAllowanceMs: number;
   /** RELAY_MAX_DURATION_MS: how long one invocation dwells. */
   maxDurationMs: number;
   /** The Lambda timeout. */
@@ -74,14 +82,18 @@ export interface RelayTiming {
  * (1-minute schedule, jitter 60 s, publish timeout 10 s, statement timeout 5 s, margin 5 s):
  *
  * - Tick k fires at 60k + e(k), e(k) in [0, 60). The next one starts at most 60 + 60 = 120 s later (tick k
- *   early, tick k+1 late), so an invocation must keep starting rounds for 120 s.
+ *   early, tick k+1 late), so an invocation must keep starting rounds for 120 s, and then until that next one
+ *   claims and has proved itself (the hand-over, functions/shared/relay/handover.ts): its start-up allowance
+ *   (HANDOVER_STARTUP_MS, 5 s) plus its proving period (RELAY_HANDOVER_PROVING_MS, 5 s), 130 s. Without the
+ *   allowance the latest tick after an early one left its cold start and first round with nobody claiming.
  * - A round needs a reserve of 10 + 3 x 5 = 25 s, so an invocation that dwells D seconds starts its last round at
- *   D - 25 s. D = 120 + 25 = 145 s (RELAY_MAX_DURATION_MS). Without the jitter term (D = 80 s), a tick that fires
- *   at 12:00:01 followed by one at 12:01:59 leaves 58 s in which nobody claims.
+ *   D - 25 s. D = 120 + 10 + 25 = 155 s (RELAY_MAX_DURATION_MS). Without the jitter term, a tick that fires at
+ *   12:00:01 followed by one at 12:01:59 leaves nearly a minute in which nobody claims. The cap is the safety
+ *   net: with hand-overs an invocation normally returns a few seconds after the next tick's, and is billed for that.
  * - The handler stops at min(start + D, deadline - margin). For D to be the binding limit, the timeout is
- *   D + margin + slack = 145 + 5 + 5 = 155 s.
- * - An invocation alive at time t started in (t - 155, t]; its tick was due in (t - 155 - 60, t], a window of
- *   215 s that holds at most ceil(215 / 60) = 4 due times. So at most 4 run at once per target: reserved
+ *   D + margin + slack = 155 + 5 + 5 = 165 s.
+ * - An invocation alive at time t started in (t - 165, t]; its tick was due in (t - 165 - 60, t], a window of
+ *   225 s that holds at most ceil(225 / 60) = 4 due times. So at most 4 run at once per target: reserved
  *   concurrency 4 x relays admits every legal overlap, and anything beyond (someone invoking the relay by hand,
  *   a duplicate delivery) is throttled, which the throttle alarm reports, instead of piling up. Overlap is
  *   safe: rows are claimed with SKIP LOCKED and an aggregate's head is claimed by one relay only.
@@ -90,8 +102,8 @@ export interface RelayTiming {
  * With largePayloads (64 MiB by default) one round at a time may load a payload past its 16 MiB budget: up to
  * 1.5 x 64 = 96 MiB of jsonb text, 80 MiB past the budget, budgeted at 4 MiB/s (loadBudget.ts): 20 s more for
  * that round's load statement and 20 s more for its publish (the S3 upload). The reserve is then
- * 10 + 3 x 5 + 2 x 20 = 65 s, D = 120 + 65 = 185 s, the timeout 195 s, and ceil((195 + 60) / 60) = 5 invocations
- * per target can be alive at once.
+ * 10 + 3 x 5 + 2 x 20 = 65 s, D = 120 + 10 + 65 = 195 s, the timeout 205 s, and ceil((205 + 60) / 60) = 5
+ * invocations per target can be alive at once.
  */
 export function relayTiming(input: RelayTimingInput): RelayTiming {
   const publishTimeoutMs = input.publishTimeoutMs ?? DEFAULT_RELAY_OPTIONS.publishTimeoutMs;
@@ -124,13 +136,21 @@ export function relayTiming(input: RelayTimingInput): RelayTiming {
   };
   const maxMessageBytes = input.maxMessageBytes ?? 0;
   const reserveMs = roundReserveMs(options, maxMessageBytes);
+  const handoverProvingMs = input.handoverProvingMs ?? RELAY_SETTINGS.handoverProvingMs.default;
+  checkIntegerOption(
+    "OutboxRelay relay.handoverProvingMs",
+    handoverProvingMs,
+    RELAY_SETTINGS.handoverProvingMs.min,
+    RELAY_SETTINGS.handoverProvingMs.max,
+  );
+  const handoverAllowanceMs = HANDOVER_STARTUP_MS + handoverProvingMs;
   const longestTickGapSeconds = input.scheduleSeconds + jitterSeconds;
-  const maxDurationMs = longestTickGapSeconds * 1000 + reserveMs;
+  const maxDurationMs = longestTickGapSeconds * 1000 + handoverAllowanceMs + reserveMs;
   const timeoutSeconds = Math.ceil((maxDurationMs + budgetMarginMs + HANDLER_SLACK_MS) / 1000);
   if (timeoutSeconds > LAMBDA_MAX_TIMEOUT_SECONDS) {
     throw new Error(
       `relay timeout would be ${timeoutSeconds} s (schedule ${input.scheduleSeconds} s + jitter ${jitterSeconds} s ` +
-        `+ round reserve ${reserveMs} ms + margin ${budgetMarginMs} ms + slack): over Lambda's ` +
+        `+ hand-over allowance ${handoverAllowanceMs} ms + round reserve ${reserveMs} ms + margin ${budgetMarginMs} ms + slack): over Lambda's ` +
         `${LAMBDA_MAX_TIMEOUT_SECONDS} s; use a shorter schedule or shorter publish/statement timeouts`,
     );
   }
@@ -138,6 +158,7 @@ export function relayTiming(input: RelayTimingInput): RelayTiming {
   return {
     roundReserveMs: reserveMs,
     loadAllowanceMs: oversizeAllowanceMs(maxMessageBytes, options.batchMaxBytes),
+    handoverAllowanceMs,
     maxDurationMs,
     timeoutSeconds,
     concurrencyPerRelay,
@@ -187,7 +208,7 @@ export function silentPeriodsBeforeAlarm(longestTickGapSeconds: number, periodSe
  * How many periods an alarm on one of AWS/Lambda's metrics (Errors, Throttles) of a function evaluates. Lambda
  * sends them when an invocation ends, stamped with its start, so a datapoint can appear up to the function's
  * timeout after its period closed; the window must still hold that period then: N x period >= timeout + period,
- * N = ceil(timeout / period) + 1. The relay at its 155 s default: ceil(155 / 60) + 1 = 4 one-minute periods.
+ * N = ceil(timeout / period) + 1. The relay at its 165 s default: ceil(165 / 60) + 1 = 4 one-minute periods.
  */
 export function lambdaMetricPeriods(timeoutSeconds: number, periodSeconds: number): number {
   return Math.ceil(timeoutSeconds / periodSeconds) + 1;

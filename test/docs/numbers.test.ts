@@ -7,13 +7,16 @@ import { MAX_PAYLOAD_BYTES_LIMIT } from "../../functions/shared/outbox/payloadPo
 import { DEFAULT_RELAY_OPTIONS, roundReserveMs } from "../../functions/shared/relay/engine.ts";
 import { DEFAULT_CONSUMER_TIMEOUT, VISIBILITY_TIMEOUT_FACTOR } from "../../infra/consumer.ts";
 import {
+  DEFAULT_BUDGET_MARGIN_MS,
   DEFAULT_TARGET_EVENTS_PER_SECOND,
+  HANDLER_SLACK_MS,
   LAMBDA_MB_PER_VCPU,
   PAYLOAD_COPIES,
   RELAY_BASE_MEMORY_MB,
   RELAY_EVENTS_PER_VCPU,
   RELAY_MAX_EVENTS_PER_INVOCATION,
   relayMemory,
+  relayTiming,
   throughputMemoryMb,
 } from "../../infra/relayTiming.ts";
 import { REPOSITORY, read, tableUnder } from "./markdown.ts";
@@ -121,6 +124,51 @@ describe("numbers the docs quote from the code", () => {
     expect(read("infra/outboxRelay.ts")).toContain(
       `${VISIBILITY_TIMEOUT_FACTOR} x its timeout (${VISIBILITY_TIMEOUT_FACTOR * timeout} s for the default ${timeout} s)`,
     );
+  });
+
+  it("the relay's dwell cap and timeout on a 1-minute schedule, with and without largePayloads, as relayTiming has them", () => {
+    const timing = relayTiming({ scheduleSeconds: 60 });
+    const large = relayTiming({ scheduleSeconds: 60, maxMessageBytes: MAX_PAYLOAD_BYTES_LIMIT });
+    const deploy = prose("docs/deploy.md");
+    const dwell =
+      /`RELAY_MAX_DURATION_MS` = 60 \+ 60 \(jitter\) \+ (\d+) \(hand-over\) \+ (\d+) = \*\*(\d+) s\*\*/.exec(
+        deploy,
+      );
+    expect(dwell?.slice(1).map(number)).toEqual([
+      timing.handoverAllowanceMs / 1000,
+      timing.roundReserveMs / 1000,
+      timing.maxDurationMs / 1000,
+    ]);
+    const timeout =
+      /Timeout = (\d+) \+ (\d+) \(budget margin\) \+ (\d+) \(slack[^)]*\) = \*\*(\d+) s\*\*/.exec(deploy);
+    expect(timeout?.slice(1).map(number)).toEqual([
+      timing.maxDurationMs / 1000,
+      DEFAULT_BUDGET_MARGIN_MS / 1000,
+      HANDLER_SLACK_MS / 1000,
+      timing.timeoutSeconds,
+    ]);
+    // Every "N s timeout" (or "timeout N s") a page gives the relay is one of the two.
+    const timeouts = claims(/\b(\d{3}) s timeout|timeout (\d{3}) s/g).filter(
+      ({ doc }) => doc !== "docs/benchmarks.md" && doc !== "CHANGELOG.md",
+    );
+    expect(timeouts.length).toBeGreaterThanOrEqual(3);
+    expect(
+      timeouts.filter(({ groups }) => {
+        const seconds = number(groups[0] || groups[1] || "");
+        return seconds !== timing.timeoutSeconds && seconds !== large.timeoutSeconds;
+      }),
+    ).toEqual([]);
+  });
+
+  it("README's bill is cost.md's: the monthly total and the relay Lambda's part", () => {
+    const cost = prose("docs/cost.md");
+    const readme = prose("README.md");
+    const total = /\*\*about \$(\d+) a month\*\* before any event/.exec(cost)?.[1];
+    const lambda = /one relay target costs \*\*about \$([\d.]+) a month in Lambda/.exec(cost)?.[1];
+    expect(total).toBeDefined();
+    expect(lambda).toBeDefined();
+    expect(readme).toContain(`about **$${total} a month** per outbox`);
+    expect(readme).toContain(`$${lambda} of relay Lambda`);
   });
 
   it("commands a user runs exist in an installed app: `npx outbox migrate`, not the clone's `npm run migrate`", () => {

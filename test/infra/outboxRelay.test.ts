@@ -7,6 +7,8 @@ import * as sns from "aws-cdk-lib/aws-sns";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import type { IConstruct } from "constructs";
 import { describe, expect, it } from "vitest";
+import { HANDOVER_STARTUP_MS } from "../../functions/shared/relay/handover.ts";
+import { RELAY_SETTINGS } from "../../functions/shared/relay/settings.ts";
 import { examplePropsFromContext, OutboxExampleStack } from "../../infra/exampleStack.ts";
 import { DEFAULT_MIGRATIONS_DIR, hashMigrations, OutboxRelay } from "../../infra/outboxRelay.ts";
 import {
@@ -60,13 +62,17 @@ function acknowledgements(scope: IConstruct): { path: string; id: string; reason
   return found;
 }
 
+/** The relay's timing at the construct's defaults (a 1-minute schedule): what the templates below carry. */
+const DEFAULT_TIMING = relayTiming({ scheduleSeconds: 60 });
+
 describe("relay timing arithmetic", () => {
-  it("sizes a 1-minute schedule at 145 s of dwell, a 155 s timeout and 4 invocations per relay", () => {
+  it("sizes a 1-minute schedule at 155 s of dwell, a 165 s timeout and 4 invocations per relay", () => {
     expect(relayTiming({ scheduleSeconds: 60 })).toEqual({
       roundReserveMs: 25_000,
       loadAllowanceMs: 0,
-      maxDurationMs: 145_000,
-      timeoutSeconds: 155,
+      handoverAllowanceMs: 10_000,
+      maxDurationMs: 155_000,
+      timeoutSeconds: 165,
       concurrencyPerRelay: 4,
       reservedConcurrency: 4,
       longestTickGapSeconds: 120,
@@ -77,14 +83,18 @@ describe("relay timing arithmetic", () => {
   /**
    * Replays a schedule whose ticks each land anywhere in their minute-wide window: every invocation claims from
    * its start until its last round may start (start + dwell - reserve) and lives until start + timeout. Returns
-   * the longest stretch in which nobody may start a round, and the most invocations alive at once.
+   * the longest stretch in which nobody may start a round, and the most invocations alive at once. With
+   * `provedAfterS`, the stretch runs until each invocation has started up and proved itself (the hand-over's
+   * start-up allowance and proving period, handover.ts), not only until it starts: until then only its
+   * predecessor is sure to claim.
    */
-  function replay(timing: RelayTiming, scheduleSeconds: number, offsets: number[]) {
+  function replay(timing: RelayTiming, scheduleSeconds: number, offsets: number[], provedAfterS = 0) {
     const starts = offsets.map((offset, k) => k * scheduleSeconds + offset);
     let longestGap = 0;
     let claimingUntil = starts[0] as number;
-    for (const start of starts) {
-      longestGap = Math.max(longestGap, start - claimingUntil);
+    for (const [k, start] of starts.entries()) {
+      // The first has no predecessor to cover its start-up.
+      if (k > 0) longestGap = Math.max(longestGap, start + provedAfterS - claimingUntil);
       claimingUntil = Math.max(claimingUntil, start + (timing.maxDurationMs - timing.roundReserveMs) / 1000);
     }
     let mostAlive = 0;
@@ -96,6 +106,8 @@ describe("relay timing arithmetic", () => {
 
   const EARLY = 0;
   const LATE = 59.999;
+  /** A successor claims and has proved itself this long after it starts: start-up plus proving period. */
+  const PROVED_AFTER_S = (HANDOVER_STARTUP_MS + RELAY_SETTINGS.handoverProvingMs.default) / 1000;
   const patterns: [string, (k: number) => number][] = [
     ["every tick on time", () => EARLY],
     ["every tick late", () => LATE],
@@ -116,6 +128,7 @@ describe("relay timing arithmetic", () => {
           timing,
           scheduleSeconds,
           Array.from({ length: 12 }, (_, k) => offset(k)),
+          PROVED_AFTER_S,
         );
         expect(longestGap, `${minutes} min, ${name}`).toBe(0);
         expect(mostAlive, `${minutes} min, ${name}`).toBeLessThanOrEqual(timing.concurrencyPerRelay);
@@ -128,10 +141,20 @@ describe("relay timing arithmetic", () => {
     }
   });
 
+  it("would leave the latest tick's start-up and proving period unclaimed without the hand-over allowance", () => {
+    // An early tick followed by one at the very end of its window: before the allowance the predecessor stopped
+    // starting rounds just as its successor started, before that one's cold start and proving period.
+    const timing = relayTiming({ scheduleSeconds: 60 });
+    const withoutAllowance = { ...timing, maxDurationMs: timing.maxDurationMs - timing.handoverAllowanceMs };
+    expect(replay(withoutAllowance, 60, [EARLY, LATE], PROVED_AFTER_S).longestGap).toBeGreaterThan(9);
+    expect(replay(timing, 60, [EARLY, LATE], PROVED_AFTER_S).longestGap).toBe(0);
+  });
+
   it("would leave a gap with the on-time arithmetic (no jitter allowance) when a late tick follows an early one", () => {
     const onTime = relayTiming({ scheduleSeconds: 60, jitterSeconds: 0 });
     const { longestGap } = replay(onTime, 60, [EARLY, LATE, EARLY, LATE]);
-    expect(longestGap).toBeGreaterThan(55);
+    // Nearly the whole jitter window: 60 s less the hand-over allowance.
+    expect(longestGap).toBeGreaterThan(45);
   });
 
   it("refuses schedules that are not whole minutes, that Lambda's 900 s cannot cover, or more than 5 relays", () => {
@@ -218,7 +241,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
       Runtime: "nodejs24.x",
       Architectures: ["arm64"],
       Handler: "index.handler",
-      Timeout: 155,
+      Timeout: DEFAULT_TIMING.timeoutSeconds,
       // The 448 MB the payloads need, above the 384 MB of the default 1,000 events/s (relayTiming.ts).
       MemorySize: 448,
       VpcConfig: {
@@ -244,7 +267,7 @@ describe("example stack: new VPC, Aurora Serverless v2 and the outbox construct"
           DATABASE_NAME: "app",
           OUTBOX_QUEUE_URL: { Ref: logicalId(template, "AWS::SQS::Queue", "OutboxQueue") },
           RELAY_MODE: "dwell",
-          RELAY_MAX_DURATION_MS: "145000",
+          RELAY_MAX_DURATION_MS: String(DEFAULT_TIMING.maxDurationMs),
           RELAY_BUDGET_MARGIN_MS: "5000",
           RELAY_MAX_MESSAGE_BYTES: "1048576",
           RELAY_BATCH_MAX_BYTES: String(16 * MIB),
@@ -987,11 +1010,12 @@ describe("OutboxRelay construct options", () => {
       },
     }));
     template.hasResourceProperties("AWS::Lambda::Function", {
-      Timeout: 383, // 300 s + 60 s jitter + 13 s round reserve (4 + 3 x 3) + 5 s margin + 5 s slack
-      ReservedConcurrentExecutions: 2, // ceil((383 + 60) / 300)
+      // 300 s + 60 s jitter + 10 s hand-over allowance + 13 s round reserve (4 + 3 x 3) + 5 s margin + 5 s slack
+      Timeout: 393,
+      ReservedConcurrentExecutions: 2, // ceil((393 + 60) / 300)
       Environment: {
         Variables: Match.objectLike({
-          RELAY_MAX_DURATION_MS: "373000",
+          RELAY_MAX_DURATION_MS: "383000",
           RELAY_MODE: "drain",
           RELAY_BATCH_SIZE: "250",
           RELAY_PUBLISH_TIMEOUT_MS: "4000",

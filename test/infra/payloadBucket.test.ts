@@ -311,23 +311,26 @@ describe("OutboxRelay largePayloads", () => {
 
   it("sizes the relay's timeouts for loading and sending one payload of maxPayloadBytes past the round's budget", () => {
     // Issue 38: 96 MiB of jsonb text at most, 80 MiB past the 16 MiB budget at 4 MiB/s: 20 s more for the load
-    // and 20 s more for the publish; reserve 10 + 3 x 5 + 40 = 65 s, dwell 120 + 65 s, timeout 185 + 10 s.
-    expect(relayTiming({ scheduleSeconds: 60, maxMessageBytes: 64 * 1_048_576 })).toMatchObject({
+    // and 20 s more for the publish; reserve 10 + 3 x 5 + 40 = 65 s, dwell 120 + 10 (hand-over) + 65 s, timeout
+    // 195 + 10 s.
+    const large = relayTiming({ scheduleSeconds: 60, maxMessageBytes: 64 * 1_048_576 });
+    expect(large).toMatchObject({
       loadAllowanceMs: 20_000,
       roundReserveMs: 65_000,
-      maxDurationMs: 185_000,
-      timeoutSeconds: 195,
+      maxDurationMs: 195_000,
+      timeoutSeconds: 205,
       concurrencyPerRelay: 5,
     });
     const { template } = withConsumer();
     template.hasResourceProperties("AWS::Lambda::Function", {
-      Timeout: 195,
-      Environment: { Variables: Match.objectLike({ RELAY_MAX_DURATION_MS: "185000" }) },
+      Timeout: large.timeoutSeconds,
+      Environment: { Variables: Match.objectLike({ RELAY_MAX_DURATION_MS: String(large.maxDurationMs) }) },
     });
     // Without largePayloads, the defaults as before.
+    const defaults = relayTiming({ scheduleSeconds: 60 });
     outboxStack().template.hasResourceProperties("AWS::Lambda::Function", {
-      Timeout: 155,
-      Environment: { Variables: Match.objectLike({ RELAY_MAX_DURATION_MS: "145000" }) },
+      Timeout: defaults.timeoutSeconds,
+      Environment: { Variables: Match.objectLike({ RELAY_MAX_DURATION_MS: String(defaults.maxDurationMs) }) },
     });
   });
 

@@ -276,7 +276,7 @@ describe("the construct's environment, read back by the handlers' readers", () =
     });
     expect(relayConfig.budgetMarginMs).toBe(RELAY_SETTINGS.budgetMarginMs.default);
     // The construct's own: dwell sized from the schedule (relayTiming.ts), the created queue's 1 MiB.
-    expect(relayConfig.maxDurationMs).toBe(145_000);
+    expect(relayConfig.maxDurationMs).toBe(relayTiming({ scheduleSeconds: 60 }).maxDurationMs);
     expect(relayConfig.destination).toMatchObject({ kind: "sqs-fifo", maxMessageBytes: 1_048_576 });
 
     const purgeConfig = purgeConfigFromEnv(purge);

@@ -51,6 +51,14 @@ const invoke = (
     onRoundFailed: () => failedRound(),
   });
 
+/** When slot 0's holder started (the rig's explicit start times tell the invocations apart). */
+async function slotHolderStarts(): Promise<number[]> {
+  const { rows } = await db.pool.query<{ started_ms: string }>(
+    "select (extract(epoch from started_at) * 1000)::bigint::text as started_ms from outbox_relay_handover where slot = 0",
+  );
+  return rows.map((row) => Number(row.started_ms));
+}
+
 function published() {
   return aws.fake.deliveries(queueName).filter((delivery) => !delivery.duplicate);
 }
@@ -106,8 +114,35 @@ describe("hand-over between relay invocations", () => {
     ]);
     await expect.poll(() => published().length, { timeout: 15_000 }).toBe(events.length);
     expect(published().map((delivery) => delivery.dedupId)).toEqual(events.map((event) => event.id));
-    const { rows } = await db.pool.query("select invocation from outbox_relay_handover where slot = 0");
-    expect(rows).toHaveLength(1);
+    // The slot is the current one's once its proving period is over; the successor never held it.
+    await expect.poll(() => slotHolderStarts(), { timeout: 10_000 }).toEqual([t0]);
+    current.stop.abort();
+    expect((await current.done).stoppedBy).toBe("signal");
+  });
+
+  it("a successor killed after its first round, within its proving period, leaves the current one claiming", async () => {
+    // A proving period long enough that the successor is killed well inside it (after three completed rounds).
+    const proving = { RELAY_HANDOVER_PROVING_MS: "3000" };
+    const t0 = Date.now();
+    const current = invoke(0, t0, db.url, proving);
+    await current.firstRound;
+    const successor = invoke(0, t0 + 1, db.url, proving);
+    await successor.firstRound;
+    while (successor.rounds.completed < 3) await successor.nextRound();
+    await kill(successor, db.pool);
+    await successor.done.catch(() => undefined);
+    expect((successor.endedAt ?? Number.POSITIVE_INFINITY) - successor.startedAt).toBeLessThan(3_000);
+
+    // The current one never saw a proved successor: the slot stays (or becomes, once its own period is over)
+    // its own, and it claims on.
+    await expect.poll(() => slotHolderStarts(), { timeout: 10_000 }).toEqual([t0]);
+    const events = await enqueueCommitted(db.pool, [
+      anEvent({ aggregateId: "a" }),
+      anEvent({ aggregateId: "a" }),
+    ]);
+    await expect.poll(() => published().length, { timeout: 15_000 }).toBe(events.length);
+    expect(published().map((delivery) => delivery.dedupId)).toEqual(events.map((event) => event.id));
+    expect(current.endedAt).toBeUndefined();
     current.stop.abort();
     expect((await current.done).stoppedBy).toBe("signal");
   });

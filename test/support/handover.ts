@@ -24,7 +24,10 @@ export interface HandoverRig {
 
 const quiet = { info() {}, warn() {}, error() {} };
 
-/** The relay settings every invocation of a rig runs with: dwell mode, timeouts short enough for a scaled tick. */
+/**
+ * The relay settings every invocation of a rig runs with: dwell mode, timeouts short enough for a scaled tick, and
+ * a proving period scaled as the tests' ticks are (the default's 5 s of a 60 s tick is 167 ms of a 2 s one).
+ */
 export function handoverConfig(rig: HandoverRig, extra: Record<string, string> = {}): RelayConfig {
   return relayConfigFromEnv(
     relayLambdaEnv({
@@ -35,17 +38,25 @@ export function handoverConfig(rig: HandoverRig, extra: Record<string, string> =
       RELAY_PUBLISH_TIMEOUT_MS: "2000",
       RELAY_STATEMENT_TIMEOUT_MS: "1000",
       RELAY_PARALLEL_ROUNDS: "2",
+      RELAY_HANDOVER_PROVING_MS: "200",
       ...extra,
     }),
   );
 }
 
 /**
+ * What a test's invocation needs to start up before its first round: no process or cold start here (relayTiming's
+ * HANDOVER_STARTUP_MS allows 5 s for a Lambda's), only a pool's first connection and the order-key check.
+ */
+const SCALED_STARTUP_MS = 500;
+
+/**
  * How long a scheduled invocation dwells with ticks every `tickMs` and a jitter window as wide: relayTiming's
- * arithmetic (infra/relayTiming.ts: longest gap between two ticks + one round's reserve), scaled down.
+ * arithmetic (infra/relayTiming.ts: longest gap between two ticks + the successor's start-up and proving period +
+ * one round's reserve), scaled down.
  */
 export function scaledDwellMs(tickMs: number, config: RelayConfig): number {
-  return 2 * tickMs + roundReserveMs(config.relay);
+  return 2 * tickMs + SCALED_STARTUP_MS + config.handoverProvingMs + roundReserveMs(config.relay);
 }
 
 export interface Invocation {
@@ -53,10 +64,12 @@ export interface Invocation {
   /** Set when the invocation returned (or failed). */
   endedAt: number | undefined;
   done: Promise<InvocationSummary>;
-  /** Resolves after the invocation's first completed round (the proof that takes its slot over). */
+  /** Resolves after the invocation's first completed round (its proving period starts there). */
   firstRound: Promise<number>;
   /** Completed and failed rounds so far. */
   rounds: { completed: number; failed: number };
+  /** Resolves at its next completed round from now (never, if it completes none). */
+  nextRound(): Promise<void>;
   stop: AbortController;
   /** Its sessions' application_name, to end them all as a dying container's. */
   applicationName: string;
@@ -91,11 +104,13 @@ export function startInvocation(
     proved = resolve;
   });
   const rounds = { completed: 0, failed: 0 };
+  let roundWaiters: (() => void)[] = [];
   const invocation: Invocation = {
     startedAt,
     endedAt: undefined,
     firstRound,
     rounds,
+    nextRound: () => new Promise<void>((resolve) => roundWaiters.push(resolve)),
     stop,
     applicationName,
     done: relayInvocation(
@@ -109,6 +124,9 @@ export function startInvocation(
         onRound: () => {
           rounds.completed++;
           proved(Date.now());
+          const waiting = roundWaiters;
+          roundWaiters = [];
+          for (const resolve of waiting) resolve();
         },
         onRoundFailed: () => {
           rounds.failed++;

@@ -10,11 +10,13 @@ import { handoverSlotHolder } from "./sql/handoverSlotHolder.ts";
 /**
  * When a dwelling invocation stops before its budget ends (docs/relay.md, "Hand-over between invocations"):
  *
- * - hand-over: after its first completed round an invocation names itself the holder of its relay slot (one per
- *   schedule target) unless a later-started one holds it; about once a second each invocation reads the slot,
- *   and one that finds a later-started invocation there stops starting rounds and returns. A successor that dies
- *   before completing a round never takes the slot, so the current one keeps claiming; one that dies after leaves
- *   the slot to the next tick (relayTiming's schedule), which is at most one tick interval plus its jitter away.
+ * - hand-over: once an invocation has been claiming for the proving period (RELAY_HANDOVER_PROVING_MS: rounds
+ *   completing from its first one for that long, no round failing in between) it names itself the holder of its
+ *   relay slot (one per schedule target), unless a later-started one holds it; about once a second each
+ *   invocation reads the slot, and one that finds a later-started invocation there stops starting rounds and
+ *   returns. A successor that dies before it proved itself never takes the slot, so the current one keeps
+ *   claiming; one that dies after leaves the slot to the next tick (relayTiming's schedule), which is at most one
+ *   tick interval plus its jitter away. The period is what a hand-over costs: each tick's overlap grows by it.
  * - idle stop (RELAY_IDLE_STOP_MS): an invocation that claimed nothing for that long returns; the next tick
  *   resumes.
  *
@@ -37,6 +39,8 @@ export interface StopWatchOptions {
   statementTimeoutMs: number;
   logger?: Logger;
   handover?: HandoverOptions;
+  /** How long the invocation claims, without a failed round, before it takes its slot; default HANDOVER_PROVING_MS. */
+  provingMs?: number;
   /** Stop after this long without a claimed row; undefined: never. */
   idleStopMs?: number;
   now?: () => number;
@@ -44,6 +48,22 @@ export interface StopWatchOptions {
 
 /** How often an invocation reads its slot: a hand-over costs at most this much overlap, plus one round. */
 export const HANDOVER_CHECK_MS = 1_000;
+
+/**
+ * RELAY_HANDOVER_PROVING_MS's default. A successor that dies in its first seconds (its first batch too large
+ * for its memory, a connection that breaks after the first round) would otherwise leave its slot without a
+ * relay until the next tick: up to 2 x the interval (120 s on a 1-minute schedule). Its cost: each hand-over's
+ * overlap grows by the period, so the mean number of invocations alive by period / interval (5 / 60 = 0.08).
+ */
+export const HANDOVER_PROVING_MS = 5_000;
+
+/**
+ * What relayTiming's dwell cap allows a successor to start before its first round claims: a Lambda cold start
+ * (init, the secret, the pool's first connection, the order-key check). With it the latest tick after an early
+ * one still finds its predecessor claiming. Lambda allows an init phase up to 10 s; a start slower than this
+ * leaves the rest of it without a relay claiming (the next tick's invocation is the safety net then).
+ */
+export const HANDOVER_STARTUP_MS = 5_000;
 
 export type EarlyStop = "handedOver" | "idle";
 
@@ -53,6 +73,8 @@ export class StopWatch {
   readonly #invocation: string;
   readonly #now: () => number;
   #reason: EarlyStop | undefined;
+  /** When the current run of completed rounds began (no failure since); undefined before the first. */
+  #claimingSince: number | undefined;
   #proved = false;
   #proving: Promise<void> | undefined;
   #checking: Promise<void> | undefined;
@@ -83,13 +105,26 @@ export class StopWatch {
 
   /** Called after every completed round. */
   onRound(report: RoundReport): void {
-    if (report.claimed > 0) this.#lastClaimAt = this.#now();
+    const now = this.#now();
+    if (report.claimed > 0) this.#lastClaimAt = now;
+    this.#claimingSince ??= now;
     const handover = this.#options.handover;
-    if (handover !== undefined && !this.#proved && this.#proving === undefined) {
+    const provingMs = this.#options.provingMs ?? HANDOVER_PROVING_MS;
+    if (
+      handover !== undefined &&
+      !this.#proved &&
+      this.#proving === undefined &&
+      now - this.#claimingSince >= provingMs
+    ) {
       this.#proving = this.#prove(handover).finally(() => {
         this.#proving = undefined;
       });
     }
+  }
+
+  /** Called after every failed round: the proving period starts again at the next completed one. */
+  onRoundFailed(): void {
+    this.#claimingSince = undefined;
   }
 
   async close(): Promise<void> {

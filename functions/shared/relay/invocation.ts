@@ -60,7 +60,9 @@ export async function relayInvocation(deps: InvocationDeps, config: RelayConfig)
     names,
     statementTimeoutMs,
     logger: deps.logger,
-    ...(dwell && deps.handover !== undefined ? { handover: deps.handover } : {}),
+    ...(dwell && deps.handover !== undefined
+      ? { handover: deps.handover, provingMs: config.handoverProvingMs }
+      : {}),
     ...(dwell && config.idleStopMs !== undefined ? { idleStopMs: config.idleStopMs } : {}),
   });
   const signal =
@@ -69,8 +71,12 @@ export async function relayInvocation(deps: InvocationDeps, config: RelayConfig)
     stopWatch.onRound(report);
     deps.onRound?.(report);
   };
+  const onRoundFailed = (error: unknown) => {
+    stopWatch.onRoundFailed();
+    deps.onRoundFailed?.(error);
+  };
   const summary: InvocationSummary = await runRelay(
-    { ...deps, orderKey, wakeUp, signal, onRound },
+    { ...deps, orderKey, wakeUp, signal, onRound, onRoundFailed },
     config.relay,
   ).finally(async () => {
     wakeUp?.close();

@@ -17,6 +17,7 @@ import {
   type RelayOptions,
   validateRelayOptions,
 } from "./engine.ts";
+import { HANDOVER_PROVING_MS } from "./handover.ts";
 
 const d = DEFAULT_RELAY_OPTIONS;
 const limits = RELAY_OPTION_LIMITS;
@@ -132,6 +133,13 @@ export const RELAY_SETTINGS = {
     max: 900_000,
     doc: "dwell mode: return after this long without a claimed event (the next tick resumes); unset: never",
   }),
+  handoverProvingMs: integerSetting({
+    env: "RELAY_HANDOVER_PROVING_MS",
+    default: HANDOVER_PROVING_MS,
+    min: 0,
+    max: 60_000,
+    doc: "dwell mode: a new invocation takes its slot over only after claiming this long without a failed round",
+  }),
   listen: booleanSetting({
     env: "RELAY_LISTEN",
     default: false,
@@ -150,6 +158,11 @@ export interface RelayConfig {
   maxDurationMs?: number;
   /** Dwell mode: return after this long without a claimed event; the next tick resumes. Unset: never. */
   idleStopMs?: number;
+  /**
+   * Dwell mode: how long a new invocation claims, without a failed round, before it takes its relay slot over
+   * from the one before (handover.ts); 0: at its first completed round.
+   */
+  handoverProvingMs: number;
   /** Wake the dwell loop with LISTEN/NOTIFY (needs the notify trigger; pins RDS Proxy sessions). */
   listen: boolean;
   /** Payloads too large for the destination go through S3 (OUTBOX_PAYLOAD_BUCKET); absent: off. */
@@ -191,6 +204,7 @@ export function relayConfigFromEnv(env: Env): RelayConfig {
     budgetMarginMs,
     ...(maxDurationMs === undefined ? {} : { maxDurationMs }),
     ...(idleStopMs === undefined ? {} : { idleStopMs }),
+    handoverProvingMs: readInteger(env, s.handoverProvingMs),
     listen: readBoolean(env, s.listen),
     ...(claimCheck === undefined ? {} : { claimCheck }),
   };
