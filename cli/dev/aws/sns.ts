@@ -1,7 +1,7 @@
 /**
  * The SNS half of the in-process endpoint, as small as the relay's SNS destination needs: CreateTopic and
  * PublishBatch, spoken in the wire protocol `SNSClient` uses (awsQuery: a form-encoded POST with `Action=`, an XML
- * answer; @aws-sdk/client-sns's AwsQueryProtocol). sqsServer.ts routes every form-encoded request here, so the
+ * answer; @aws-sdk/client-sns's AwsQueryProtocol). server.ts routes every form-encoded request here, so the
  * server's request faults (latency, throttling, failed requests, down) apply to SNS too.
  *
  * Modelled (Amazon SNS API Reference, "PublishBatch"): ≤ 10 entries (TooManyEntriesInBatchRequest), distinct
@@ -39,7 +39,7 @@ export function parseForm(raw: Buffer): Map<string, string> {
   return new Map(new URLSearchParams(raw.toString("utf8")));
 }
 
-export class FakeSns {
+export class SnsService {
   readonly #topics = new Set<string>();
   #published: PublishedMessage[] = [];
   #sequence = 0n;

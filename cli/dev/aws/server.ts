@@ -1,16 +1,14 @@
 /**
  * The HTTP endpoint: one server on 127.0.0.1 that takes every request, routes `AmazonSQS.*` to the SQS
- * service, `AWSEvents.*` to the EventBridge fake, `Kinesis_20131202.*` to the Kinesis fake and form-encoded
- * awsQuery requests (`Action=...`) to the SNS fake (one URL for all, as moto and LocalStack do), and applies
+ * service, `AWSEvents.*` to EventBridge (eventBridge.ts), `Kinesis_20131202.*` to Kinesis (kinesis.ts) and
+ * form-encoded awsQuery requests (`Action=...`) to SNS (sns.ts) (one URL for all, as moto and LocalStack do), and applies
  * the request-level faults around the handling: latency, an outage, throttling, a failed request, a dropped
  * response. It counts requests and their failures, and is the FakeSqs handle tests and the bench hold.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { FakeEventBridge } from "./fakeEventBridge.ts";
-import { FakeKinesis } from "./fakeKinesis.ts";
-import { FakeSns, parseForm, SnsError, writeSnsError, writeSnsOutput } from "./fakeSns.ts";
+import { EventBridgeService } from "./eventBridge.ts";
 import {
   defaultFaults,
   dropsResponse,
@@ -20,7 +18,9 @@ import {
   type RequestInfo,
   requestFault,
 } from "./faults.ts";
+import { KinesisService } from "./kinesis.ts";
 import { ServiceError } from "./serviceError.ts";
+import { parseForm, SnsError, SnsService, writeSnsError, writeSnsOutput } from "./sns.ts";
 import type { QueueDepth } from "./sqsQueue.ts";
 import { type Delivery, emptyStats, type FakeSqsStats, SqsService } from "./sqsService.ts";
 import {
@@ -41,11 +41,11 @@ export interface FakeSqs {
   readonly faults: Faults;
   readonly stats: FakeSqsStats;
   /** The EventBridge side of this endpoint (`AWSEvents.*` requests): buses, rules to queues, entry faults. */
-  readonly events: FakeEventBridge;
+  readonly events: EventBridgeService;
   /** The SNS side (CreateTopic, PublishBatch): what was published. */
-  readonly topics: FakeSns;
+  readonly topics: SnsService;
   /** The Kinesis side (CreateStream, PutRecords): what was put. */
-  readonly streams: FakeKinesis;
+  readonly streams: KinesisService;
   /** FIFO deduplication window; may be changed at runtime. */
   dedupWindowMs: number;
   setFaults(partial: Partial<Faults>): void;
@@ -62,14 +62,14 @@ export interface FakeSqs {
   close(): Promise<void>;
 }
 
-export class FakeSqsServer implements FakeSqs {
+export class LocalAwsServer implements FakeSqs {
   url = "";
   readonly faults: Faults = defaultFaults();
   readonly stats: FakeSqsStats = emptyStats();
   private readonly sqs: SqsService;
   private downMode: Outage | undefined;
   private readonly server = createServer((req, res) => void this.handle(req, res));
-  readonly events = new FakeEventBridge((queueName, body, options) => {
+  readonly events = new EventBridgeService((queueName, body, options) => {
     this.sqs.sendMessage({
       QueueUrl: this.queueUrl(queueName),
       MessageBody: body,
@@ -85,8 +85,8 @@ export class FakeSqsServer implements FakeSqs {
     });
   });
 
-  readonly topics = new FakeSns();
-  readonly streams = new FakeKinesis();
+  readonly topics = new SnsService();
+  readonly streams = new KinesisService();
 
   constructor(dedupWindowMs: number) {
     this.sqs = new SqsService(dedupWindowMs, this.stats, this.faults, () => this.url);
@@ -204,7 +204,7 @@ export class FakeSqsServer implements FakeSqs {
           ? error
           : error instanceof ServiceError
             ? new SqsError(error.code, error.message, error.status)
-            : new SqsError("InternalError", `Fake SQS bug: ${String(error)}`),
+            : new SqsError("InternalError", `Local AWS endpoint bug: ${String(error)}`),
       );
     }
   }
@@ -241,7 +241,7 @@ export class FakeSqsServer implements FakeSqs {
       const { code, message, status } =
         error instanceof ServiceError || error instanceof SqsError
           ? error
-          : new SnsError("InternalError", `Fake SNS bug: ${String(error)}`, 500);
+          : new SnsError("InternalError", `Local AWS endpoint bug: ${String(error)}`, 500);
       if (THROTTLE_CODES.has(code)) this.stats.throttled++;
       else this.stats.failedRequests++;
       // SNS's throttling code is `Throttled`, whatever the SQS-side code the faults are set to.

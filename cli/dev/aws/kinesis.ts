@@ -1,7 +1,7 @@
 /**
  * The Kinesis Data Streams half of the in-process endpoint, as small as the relay's Kinesis destination needs:
  * CreateStream and PutRecords, in the protocol `KinesisClient` speaks (AWS JSON 1.1, `X-Amz-Target:
- * Kinesis_20131202.<Action>`, Data as base64; @aws-sdk/client-kinesis's AwsJson1_1Protocol). sqsServer.ts routes
+ * Kinesis_20131202.<Action>`, Data as base64; @aws-sdk/client-kinesis's AwsJson1_1Protocol). server.ts routes
  * those requests here, so the server's request faults apply to Kinesis too.
  *
  * Modelled (Amazon Kinesis Data Streams API Reference, "PutRecords"): ≤ 500 records (ValidationException), a
@@ -29,7 +29,7 @@ export interface StreamRecord {
   at: number;
 }
 
-export class FakeKinesis {
+export class KinesisService {
   readonly #streams = new Set<string>();
   #records: StreamRecord[] = [];
   #sequence = 0n;
