@@ -1,9 +1,9 @@
 /**
  * The HTTP endpoint: one server on 127.0.0.1 that takes every request, routes `AmazonSQS.*` to the SQS
- * service, `AWSEvents.*` to EventBridge (eventBridge.ts), `Kinesis_20131202.*` to Kinesis (kinesis.ts) and
- * form-encoded awsQuery requests (`Action=...`) to SNS (sns.ts) (one URL for all, as moto and LocalStack do), and applies
- * the request-level faults around the handling: latency, an outage, throttling, a failed request, a dropped
- * response. It counts requests and their failures, and is the FakeSqs handle tests and the bench hold.
+ * service, `AWSEvents.*` to EventBridge (eventBridge.ts), `Kinesis_20131202.*` to Kinesis (kinesis.ts),
+ * requests signed for `s3` to S3 (s3.ts) and form-encoded awsQuery requests (`Action=...`) to SNS (sns.ts): one
+ * URL for all, as moto and LocalStack do. It applies the request-level faults around the handling: latency, an
+ * outage, throttling, a failed request, a dropped response. It counts requests and their failures, and is the FakeSqs handle tests and the bench hold.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -19,6 +19,7 @@ import {
   requestFault,
 } from "./faults.ts";
 import { KinesisService } from "./kinesis.ts";
+import { MAX_OBJECT_BYTES, S3Error, S3Service, writeS3Answer, writeS3Error } from "./s3.ts";
 import { ServiceError } from "./serviceError.ts";
 import { parseForm, SnsError, SnsService, writeSnsError, writeSnsOutput } from "./sns.ts";
 import type { QueueDepth } from "./sqsQueue.ts";
@@ -46,6 +47,8 @@ export interface FakeSqs {
   readonly topics: SnsService;
   /** The Kinesis side (CreateStream, PutRecords): what was put. */
   readonly streams: KinesisService;
+  /** The S3 side (buckets and objects, for the claim check). */
+  readonly buckets: S3Service;
   /** FIFO deduplication window; may be changed at runtime. */
   dedupWindowMs: number;
   setFaults(partial: Partial<Faults>): void;
@@ -87,6 +90,7 @@ export class LocalAwsServer implements FakeSqs {
 
   readonly topics = new SnsService();
   readonly streams = new KinesisService();
+  readonly buckets = new S3Service();
 
   constructor(dedupWindowMs: number) {
     this.sqs = new SqsService(dedupWindowMs, this.stats, this.faults, () => this.url);
@@ -160,6 +164,7 @@ export class LocalAwsServer implements FakeSqs {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const n = ++this.stats.requests;
     if (this.refused(req)) return;
+    if (isS3(req)) return this.handleS3(req, res, n);
     let input: Record<string, unknown>;
     let raw: Buffer;
     try {
@@ -249,6 +254,50 @@ export class LocalAwsServer implements FakeSqs {
     }
   }
 
+  /** S3's REST requests: the same request faults, answered as S3 answers (XML errors, SlowDown for throttling). */
+  private async handleS3(req: IncomingMessage, res: ServerResponse, n: number): Promise<void> {
+    const method = req.method ?? "GET";
+    const url = req.url ?? "/";
+    const action = S3Service.actionOf(method, url);
+    const request: RequestInfo = { action, queueName: S3Service.bucketOf(url), input: {}, n };
+    const { faults } = this;
+    try {
+      S3Service.checkSize(req.headers);
+      let body: Buffer;
+      try {
+        // The limit allows for aws-chunked framing around the largest object.
+        body = await readBody(req, MAX_OBJECT_BYTES + 1_048_576);
+      } catch {
+        return; // the client went away mid-request
+      }
+      const latency = latencyOf(faults, action, request);
+      if (latency > 0) await sleep(latency);
+      if (this.refused(req)) return;
+      const fault = requestFault(faults, this.downMode, action, request);
+      if (fault) throw fault;
+      const answer = this.buckets.handle({ method, url, headers: req.headers, body });
+      if (dropsResponse(faults, action, request)) {
+        this.stats.droppedResponses++;
+        req.socket.destroy();
+        return;
+      }
+      writeS3Answer(res, method, answer);
+    } catch (error) {
+      const failure =
+        error instanceof S3Error
+          ? error
+          : error instanceof ServiceError || error instanceof SqsError
+            ? THROTTLE_CODES.has(error.code)
+              ? new S3Error("SlowDown", "Please reduce your request rate.", 503)
+              : new S3Error(error.code, error.message, error.status)
+            : new S3Error("InternalError", `Local AWS endpoint bug: ${String(error)}`, 500);
+      if (failure.code === "SlowDown") this.stats.throttled++;
+      else this.stats.failedRequests++;
+      if (failure.code === "EntityTooLarge") res.shouldKeepAlive = false; // its body was not read
+      writeS3Error(res, method, failure);
+    }
+  }
+
   /** down("reset"): the connection is destroyed unanswered, which the SDK sees as a network error. */
   private refused(req: IncomingMessage): boolean {
     if (this.downMode !== "reset") return false;
@@ -262,4 +311,13 @@ export class LocalAwsServer implements FakeSqs {
     else this.stats.failedRequests++;
     writeError(res, error);
   }
+}
+
+/**
+ * S3 is told apart by its signature's scope (`.../<region>/s3/aws4_request`, in the header or a presigned URL's
+ * query), not by the shape of the request: a PutObject may carry any content type, JSON or form-encoded included.
+ */
+function isS3(req: IncomingMessage): boolean {
+  const scope = req.headers.authorization ?? req.url ?? "";
+  return /\/s3\/aws4_request/.test(scope) || /%2Fs3%2Faws4_request/i.test(scope);
 }
