@@ -43,7 +43,7 @@ export interface FakeSqs {
   readonly stats: FakeSqsStats;
   /** The EventBridge side of this endpoint (`AWSEvents.*` requests): buses, rules to queues, entry faults. */
   readonly events: EventBridgeService;
-  /** The SNS side (CreateTopic, PublishBatch): what was published. */
+  /** The SNS side (topics, SQS subscriptions, Publish and PublishBatch): what was published. */
   readonly topics: SnsService;
   /** The Kinesis side (CreateStream, PutRecords): what was put. */
   readonly streams: KinesisService;
@@ -88,7 +88,23 @@ export class LocalAwsServer implements FakeSqs {
     });
   });
 
-  readonly topics = new SnsService();
+  /** A topic's subscriptions deliver to this endpoint's queues; a queue that is gone loses the message, as in SNS. */
+  readonly topics = new SnsService(
+    (queueArn, message) => {
+      try {
+        this.sqs.sendMessage({
+          QueueUrl: this.queueUrl(queueArn.slice(queueArn.lastIndexOf(":") + 1)),
+          MessageBody: message.body,
+          MessageGroupId: message.groupId,
+          MessageDeduplicationId: message.dedupId,
+          MessageAttributes: message.attributes,
+        });
+      } catch (error) {
+        if (!(error instanceof SqsError)) throw error;
+      }
+    },
+    () => this.sqs.dedupWindowMs,
+  );
   readonly streams = new KinesisService();
   readonly buckets = new S3Service();
 
