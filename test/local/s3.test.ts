@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { request } from "node:http";
 import { Readable } from "node:stream";
 import {
   CreateBucketCommand,
@@ -16,6 +17,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
+import { MAX_OBJECT_BYTES } from "../../cli/dev/aws/s3.ts";
 import { checksumOf } from "../../cli/dev/aws/s3Checksums.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
 
@@ -182,5 +184,30 @@ describe("S3 on the in-process endpoint, through the real S3Client", () => {
       $metadata: { httpStatusCode: 503 },
     });
     once.destroy();
+  });
+
+  it("refuses an object over its in-memory limit from the declared length, before reading the body", async () => {
+    const answer = await new Promise<{ status: number | undefined; body: string }>((resolve, reject) => {
+      const put = request(`${aws.url}/${bucket}/huge`, {
+        method: "PUT",
+        headers: {
+          authorization:
+            "AWS4-HMAC-SHA256 Credential=test/20261203/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0",
+          "content-length": String(MAX_OBJECT_BYTES + 1),
+        },
+      });
+      put.on("response", (response) => {
+        let body = "";
+        response.on("data", (chunk: Buffer) => {
+          body += chunk.toString();
+        });
+        response.on("end", () => resolve({ status: response.statusCode, body }));
+      });
+      put.on("error", reject);
+      put.flushHeaders(); // the body never comes: the answer must not wait for it
+    });
+    expect(answer.status).toBe(400);
+    expect(answer.body).toMatch(/<Code>EntityTooLarge<\/Code>/);
+    expect(answer.body).toContain(`<MaxSizeAllowed>${MAX_OBJECT_BYTES}</MaxSizeAllowed>`);
   });
 });
