@@ -3,13 +3,13 @@
  * payload and the consumer's GetObject of it (the Extended Client's pointer), plus CreateBucket, HeadBucket,
  * DeleteBucket, HeadObject and DeleteObject. It speaks S3's REST protocol as `S3Client` does against a custom
  * endpoint: path-style addressing (`/bucket/key`; the SDK uses it for an IP endpoint even without
- * `forcePathStyle`), XML errors, and the flexible checksums SDK v3 sends by default (s3Checksums.ts): a checksum
+ * `forcePathStyle`) or `<bucket>.localhost`, XML errors, and the flexible checksums SDK v3 sends by default (s3Checksums.ts): a checksum
  * sent with a PUT, as a header or an aws-chunked trailer, is verified (BadDigest) and returned by a GET that asks
  * with `x-amz-checksum-mode: ENABLED`; an object sent without one gets CRC64NVME, as S3 does (Amazon S3 User
  * Guide, "Checking object integrity"). server.ts routes a request here by the `s3` in its signature's scope.
  *
  * Not modelled: listing, multipart uploads, copies, ranges, versions, conditional requests, ACLs and policies,
- * lifecycle rules, virtual-hosted addressing, signature verification.
+ * lifecycle rules, virtual-hosted addressing other than on `*.localhost`, signature verification.
  */
 import { createHash, randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, ServerResponse } from "node:http";
@@ -65,8 +65,8 @@ export class S3Service {
   readonly #buckets = new Map<string, Map<string, StoredObject>>();
 
   /** The operation's name, for the server's fault predicates and counters. */
-  static actionOf(method: string, url: string): string {
-    const { key } = locate(url);
+  static actionOf(method: string, url: string, host: string | undefined): string {
+    const { key } = locate(url, host);
     const object = key !== undefined;
     switch (method) {
       case "PUT":
@@ -83,8 +83,8 @@ export class S3Service {
   }
 
   /** The bucket a request is about (for the fault predicates, like a queue name). */
-  static bucketOf(url: string): string | undefined {
-    return locate(url).bucket;
+  static bucketOf(url: string, host: string | undefined): string | undefined {
+    return locate(url, host).bucket;
   }
 
   /** Refuses a PUT whose declared size is over the limit before its body is read. */
@@ -101,7 +101,7 @@ export class S3Service {
   }
 
   handle(request: S3Request): S3Answer {
-    const { bucket, key, query } = locate(request.url);
+    const { bucket, key, query } = locate(request.url, request.headers.host);
     for (const name of query.keys()) {
       if (!PLAIN_QUERY.has(name)) throw notImplemented(`the ?${name} subresource`);
     }
@@ -240,8 +240,15 @@ export class S3Service {
   }
 }
 
-/** Path-style addressing: `/bucket`, `/bucket/`, `/bucket/key` (the key URI-encoded, `/` kept). */
-function locate(url: string): {
+/**
+ * The bucket and key a request names: path-style (`/bucket`, `/bucket/`, `/bucket/key`, the key URI-encoded with
+ * `/` kept), or virtual-hosted on a loopback name (`<bucket>.localhost:<port>/key`), which is how the SDK
+ * addresses a bucket when the endpoint is a host name rather than an IP and forcePathStyle is off.
+ */
+function locate(
+  url: string,
+  host: string | undefined,
+): {
   bucket: string | undefined;
   key: string | undefined;
   query: URLSearchParams;
@@ -249,6 +256,10 @@ function locate(url: string): {
   const q = url.indexOf("?");
   const path = q === -1 ? url : url.slice(0, q);
   const query = new URLSearchParams(q === -1 ? "" : url.slice(q + 1));
+  const virtual = /^(.+)\.localhost$/.exec((host ?? "").replace(/:\d+$/, ""))?.[1];
+  if (virtual !== undefined) {
+    return { bucket: virtual, key: path.length > 1 ? decodeURIComponent(path.slice(1)) : undefined, query };
+  }
   const slash = path.indexOf("/", 1);
   const bucket = decodeURIComponent(slash === -1 ? path.slice(1) : path.slice(1, slash));
   const key =

@@ -274,8 +274,13 @@ export class LocalAwsServer implements FakeSqs {
   private async handleS3(req: IncomingMessage, res: ServerResponse, n: number): Promise<void> {
     const method = req.method ?? "GET";
     const url = req.url ?? "/";
-    const action = S3Service.actionOf(method, url);
-    const request: RequestInfo = { action, queueName: S3Service.bucketOf(url), input: {}, n };
+    const action = S3Service.actionOf(method, url, req.headers.host);
+    const request: RequestInfo = {
+      action,
+      queueName: S3Service.bucketOf(url, req.headers.host),
+      input: {},
+      n,
+    };
     const { faults } = this;
     try {
       S3Service.checkSize(req.headers);
