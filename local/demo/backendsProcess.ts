@@ -27,7 +27,7 @@ const wanted = new Set(process.argv.slice(2));
 
 /**
  * The endpoint of `npm start --destination eventbridge`: LocalStack when Docker answers; otherwise the in-process
- * endpoint (cli/dev/aws/fakeSqs.ts with cli/dev/aws/fakeEventBridge.ts), not moto. moto routes each event from a bus to an
+ * endpoint (cli/dev/aws/fakeSqs.ts with cli/dev/aws/eventBridge.ts), not moto. moto routes each event from a bus to an
  * SQS target in about 0.6 s (docs/eventbridge.md), so at the demo's 25 events/s the backlog would only grow; the
  * in-process endpoint speaks the same wire protocol (PutEvents, rules, SQS targets) at full speed.
  */

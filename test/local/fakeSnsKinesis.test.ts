@@ -6,13 +6,17 @@ import {
 } from "@aws-sdk/client-kinesis";
 import {
   CreateTopicCommand,
+  GetTopicAttributesCommand,
   InvalidParameterException,
   NotFoundException,
   PublishBatchCommand,
+  PublishCommand,
   SNSClient,
+  SubscribeCommand,
   ThrottledException,
   TooManyEntriesInBatchRequestException,
 } from "@aws-sdk/client-sns";
+import { CreateQueueCommand, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { NodeHttpHandler } from "@smithy/node-http-handler";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
@@ -104,6 +108,82 @@ describe("the in-process endpoint speaks SNS's awsQuery to the real SNSClient", 
   });
 });
 
+describe("the in-process SNS delivers to SQS subscriptions as SNS does", () => {
+  it("deduplicates a FIFO topic by content when enabled, within the window only, and fails an entry without a dedup id", async () => {
+    const sqs = new SQSClient({ ...LOCAL_AWS, endpoint: fake.url });
+    const { TopicArn } = await sns.send(
+      new CreateTopicCommand({
+        Name: "content.fifo",
+        Attributes: { FifoTopic: "true", ContentBasedDeduplication: "true" },
+      }),
+    );
+    const plainTopic = await sns.send(
+      new CreateTopicCommand({ Name: "explicit.fifo", Attributes: { FifoTopic: "true" } }),
+    );
+    const { QueueUrl } = await sqs.send(
+      new CreateQueueCommand({ QueueName: "from-topic.fifo", Attributes: { FifoQueue: "true" } }),
+    );
+    for (const topic of [TopicArn, plainTopic.TopicArn]) {
+      await sns.send(
+        new SubscribeCommand({
+          TopicArn: topic,
+          Protocol: "sqs",
+          Endpoint: "arn:aws:sqs:us-east-1:000000000000:from-topic.fifo",
+          Attributes: { RawMessageDelivery: "true" },
+        }),
+      );
+    }
+    const publish = (message: string) =>
+      sns.send(new PublishCommand({ TopicArn, Message: message, MessageGroupId: "g" }));
+    const first = await publish("same");
+    const again = await publish("same");
+    // The topic's deduplication id is the body's SHA-256, so the queue (no content-based dedup of its own) takes it.
+    expect(again.MessageId).toBe(first.MessageId);
+    expect(first.SequenceNumber).toMatch(/^\d{20}$/);
+    fake.dedupWindowMs = 0;
+    await publish("same");
+    fake.dedupWindowMs = 5 * 60_000;
+    const batch = await sns.send(
+      new PublishBatchCommand({
+        TopicArn: plainTopic.TopicArn,
+        PublishBatchRequestEntries: [
+          { Id: "ok", Message: "explicit", MessageGroupId: "g", MessageDeduplicationId: "d" },
+          { Id: "noDedup", Message: "no id", MessageGroupId: "g" },
+        ],
+      }),
+    );
+    expect(batch.Successful?.map((entry) => entry.Id)).toEqual(["ok"]);
+    expect(batch.Failed).toEqual([
+      expect.objectContaining({ Id: "noDedup", Code: "InvalidParameter", SenderFault: true }),
+    ]);
+
+    const bodies: string[] = [];
+    for (let poll = 0; poll < 6 && bodies.length < 3; poll++) {
+      const { Messages = [] } = await sqs.send(
+        new ReceiveMessageCommand({ QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 0 }),
+      );
+      bodies.push(...Messages.map((message) => message.Body as string));
+    }
+    expect(bodies).toEqual(["same", "same", "explicit"]);
+    const { Attributes } = await sns.send(new GetTopicAttributesCommand({ TopicArn }));
+    expect(Attributes).toMatchObject({
+      FifoTopic: "true",
+      ContentBasedDeduplication: "true",
+      SubscriptionsConfirmed: "1",
+    });
+    await expect(
+      sns.send(
+        new SubscribeCommand({
+          TopicArn: (await sns.send(new CreateTopicCommand({ Name: "std" }))).TopicArn,
+          Protocol: "sqs",
+          Endpoint: "arn:aws:sqs:us-east-1:000000000000:from-topic.fifo",
+        }),
+      ),
+    ).rejects.toBeInstanceOf(InvalidParameterException);
+    sqs.destroy();
+  });
+});
+
 describe("the in-process endpoint speaks Kinesis's JSON 1.1 to the real KinesisClient", () => {
   it("puts records by stream name or ARN, with growing sequence numbers, positionally", async () => {
     await kinesis.send(new CreateStreamCommand({ StreamName: "audit", ShardCount: 1 }));
@@ -134,5 +214,20 @@ describe("the in-process endpoint speaks Kinesis's JSON 1.1 to the real KinesisC
     await expect(
       kinesis.send(new PutRecordsCommand({ StreamName: "missing", Records: records })),
     ).rejects.toBeInstanceOf(ResourceNotFoundException);
+  });
+
+  it("numbers records so that a later one's sequence number is the larger number, past 9 too", async () => {
+    await kinesis.send(new CreateStreamCommand({ StreamName: "numbered", ShardCount: 1 }));
+    const { Records = [] } = await kinesis.send(
+      new PutRecordsCommand({
+        StreamName: "numbered",
+        Records: Array.from({ length: 12 }, (_, i) => ({ PartitionKey: "k", Data: Buffer.from(String(i)) })),
+      }),
+    );
+    // Lambda's event source and kinesisEventSource.ts resume at the lowest failed sequence number, compared as
+    // numbers: "4...41" > "4...410" made the 10th record look older than the 1st.
+    const sequences = Records.map((record) => BigInt(record.SequenceNumber ?? "0"));
+    expect(sequences.every((sequence, i) => i === 0 || sequence > (sequences[i - 1] as bigint))).toBe(true);
+    expect(Records.every((record) => record.SequenceNumber?.length === 56)).toBe(true);
   });
 });

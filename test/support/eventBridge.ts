@@ -7,7 +7,7 @@ import {
 } from "@aws-sdk/client-eventbridge";
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { inject } from "vitest";
-import type { PublishedEvent } from "../../cli/dev/aws/fakeEventBridge.ts";
+import type { PublishedEvent } from "../../cli/dev/aws/eventBridge.ts";
 import { type Delivery, type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import type { LoadedRow } from "../../functions/shared/destinations/destination.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";

@@ -13,6 +13,7 @@ import {
   attributeMap,
   batchEntries,
   checkBatchBytes,
+  checkFifoBatch,
   checkQueueName,
   checkReceiptHandle,
   intParam,
@@ -257,6 +258,7 @@ export class SqsService {
     const queue = this.queue(input);
     const entries = batchEntries<SendEntry>(input);
     checkBatchBytes(entries);
+    checkFifoBatch(queue, entries);
     const Successful: unknown[] = [];
     const Failed: unknown[] = [];
     for (const entry of entries) {

@@ -87,6 +87,27 @@ function attributeBytes(attributes: readonly Attribute[]): number {
   return size;
 }
 
+/**
+ * A FIFO batch with an entry lacking its MessageGroupId, or its MessageDeduplicationId on a queue without
+ * content-based deduplication, fails as a whole, not as that entry: what AWS answers (LocalStack's AWS-validated
+ * tests `test_send_batch_missing_message_group_id_for_fifo_queue` and `..._deduplication_id_...`); other entry
+ * problems fail only their entry.
+ */
+export function checkFifoBatch(queue: Queue, entries: readonly SendEntry[]): void {
+  if (!queue.fifo) return;
+  for (const entry of entries) {
+    if (entry.MessageGroupId === undefined || entry.MessageGroupId === null) throw missing("MessageGroupId");
+    if (
+      (entry.MessageDeduplicationId === undefined || entry.MessageDeduplicationId === null) &&
+      !queue.contentBasedDedup
+    ) {
+      throw invalid(
+        "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+      );
+    }
+  }
+}
+
 /** A batch's total size, as far as it can be told before each entry is validated. */
 export function checkBatchBytes(entries: readonly SendEntry[]): void {
   let total = 0;

@@ -73,13 +73,13 @@ export const noQueue = () => new SqsError("QueueDoesNotExist", "The specified qu
 // ---------------------------------------------------------------------------------------------------------------
 // Requests
 
-export function readBody(req: IncomingMessage): Promise<Buffer> {
+export function readBody(req: IncomingMessage, limit = MAX_REQUEST_BYTES): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on("data", (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_REQUEST_BYTES) req.destroy(new Error("request too large"));
+      if (size > limit) req.destroy(new Error("request too large"));
       else chunks.push(chunk);
     });
     req.on("end", () => resolve(chunks.length === 1 && chunks[0] ? chunks[0] : Buffer.concat(chunks)));

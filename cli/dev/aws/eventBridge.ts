@@ -1,5 +1,5 @@
 /**
- * The EventBridge half of the in-process endpoint (sqsServer.ts routes every `AWSEvents.*` request here, so
+ * The EventBridge half of the in-process endpoint (server.ts routes every `AWSEvents.*` request here, so
  * one URL serves both services, as moto and LocalStack do, and the server's request faults — latency,
  * throttling, failed requests, down — apply to PutEvents too). It speaks the AWS JSON 1.1 shapes the
  * `EventBridgeClient` sends: buses, rules with an event pattern, SQS targets, and PutEvents with per-entry
@@ -75,7 +75,7 @@ interface Rule {
   targets: Map<string, Target>;
 }
 
-export class FakeEventBridge {
+export class EventBridgeService {
   readonly stats: EventBridgeStats = { acceptedEvents: 0, failedEntries: 0, failedDeliveries: 0 };
   /** Fails single entries (after validation): return an error code to report for that entry. */
   failEntry: false | ((entry: EventEntry, bus: string) => false | EventEntryFailure) = false;

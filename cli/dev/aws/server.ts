@@ -1,16 +1,14 @@
 /**
  * The HTTP endpoint: one server on 127.0.0.1 that takes every request, routes `AmazonSQS.*` to the SQS
- * service, `AWSEvents.*` to the EventBridge fake, `Kinesis_20131202.*` to the Kinesis fake and form-encoded
- * awsQuery requests (`Action=...`) to the SNS fake (one URL for all, as moto and LocalStack do), and applies
- * the request-level faults around the handling: latency, an outage, throttling, a failed request, a dropped
- * response. It counts requests and their failures, and is the FakeSqs handle tests and the bench hold.
+ * service, `AWSEvents.*` to EventBridge (eventBridge.ts), `Kinesis_20131202.*` to Kinesis (kinesis.ts),
+ * requests signed for `s3` to S3 (s3.ts) and form-encoded awsQuery requests (`Action=...`) to SNS (sns.ts): one
+ * URL for all, as moto and LocalStack do. It applies the request-level faults around the handling: latency, an
+ * outage, throttling, a failed request, a dropped response. It counts requests and their failures, and is the FakeSqs handle tests and the bench hold.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { FakeEventBridge } from "./fakeEventBridge.ts";
-import { FakeKinesis } from "./fakeKinesis.ts";
-import { FakeSns, parseForm, SnsError, writeSnsError, writeSnsOutput } from "./fakeSns.ts";
+import { EventBridgeService } from "./eventBridge.ts";
 import {
   defaultFaults,
   dropsResponse,
@@ -20,7 +18,10 @@ import {
   type RequestInfo,
   requestFault,
 } from "./faults.ts";
+import { KinesisService } from "./kinesis.ts";
+import { MAX_OBJECT_BYTES, S3Error, S3Service, writeS3Answer, writeS3Error } from "./s3.ts";
 import { ServiceError } from "./serviceError.ts";
+import { parseForm, SnsError, SnsService, writeSnsError, writeSnsOutput } from "./sns.ts";
 import type { QueueDepth } from "./sqsQueue.ts";
 import { type Delivery, emptyStats, type FakeSqsStats, SqsService } from "./sqsService.ts";
 import {
@@ -41,11 +42,13 @@ export interface FakeSqs {
   readonly faults: Faults;
   readonly stats: FakeSqsStats;
   /** The EventBridge side of this endpoint (`AWSEvents.*` requests): buses, rules to queues, entry faults. */
-  readonly events: FakeEventBridge;
-  /** The SNS side (CreateTopic, PublishBatch): what was published. */
-  readonly topics: FakeSns;
+  readonly events: EventBridgeService;
+  /** The SNS side (topics, SQS subscriptions, Publish and PublishBatch): what was published. */
+  readonly topics: SnsService;
   /** The Kinesis side (CreateStream, PutRecords): what was put. */
-  readonly streams: FakeKinesis;
+  readonly streams: KinesisService;
+  /** The S3 side (buckets and objects, for the claim check). */
+  readonly buckets: S3Service;
   /** FIFO deduplication window; may be changed at runtime. */
   dedupWindowMs: number;
   setFaults(partial: Partial<Faults>): void;
@@ -62,14 +65,14 @@ export interface FakeSqs {
   close(): Promise<void>;
 }
 
-export class FakeSqsServer implements FakeSqs {
+export class LocalAwsServer implements FakeSqs {
   url = "";
   readonly faults: Faults = defaultFaults();
   readonly stats: FakeSqsStats = emptyStats();
   private readonly sqs: SqsService;
   private downMode: Outage | undefined;
   private readonly server = createServer((req, res) => void this.handle(req, res));
-  readonly events = new FakeEventBridge((queueName, body, options) => {
+  readonly events = new EventBridgeService((queueName, body, options) => {
     this.sqs.sendMessage({
       QueueUrl: this.queueUrl(queueName),
       MessageBody: body,
@@ -85,8 +88,25 @@ export class FakeSqsServer implements FakeSqs {
     });
   });
 
-  readonly topics = new FakeSns();
-  readonly streams = new FakeKinesis();
+  /** A topic's subscriptions deliver to this endpoint's queues; a queue that is gone loses the message, as in SNS. */
+  readonly topics = new SnsService(
+    (queueArn, message) => {
+      try {
+        this.sqs.sendMessage({
+          QueueUrl: this.queueUrl(queueArn.slice(queueArn.lastIndexOf(":") + 1)),
+          MessageBody: message.body,
+          MessageGroupId: message.groupId,
+          MessageDeduplicationId: message.dedupId,
+          MessageAttributes: message.attributes,
+        });
+      } catch (error) {
+        if (!(error instanceof SqsError)) throw error;
+      }
+    },
+    () => this.sqs.dedupWindowMs,
+  );
+  readonly streams = new KinesisService();
+  readonly buckets = new S3Service();
 
   constructor(dedupWindowMs: number) {
     this.sqs = new SqsService(dedupWindowMs, this.stats, this.faults, () => this.url);
@@ -160,6 +180,7 @@ export class FakeSqsServer implements FakeSqs {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const n = ++this.stats.requests;
     if (this.refused(req)) return;
+    if (isS3(req)) return this.handleS3(req, res, n);
     let input: Record<string, unknown>;
     let raw: Buffer;
     try {
@@ -204,7 +225,7 @@ export class FakeSqsServer implements FakeSqs {
           ? error
           : error instanceof ServiceError
             ? new SqsError(error.code, error.message, error.status)
-            : new SqsError("InternalError", `Fake SQS bug: ${String(error)}`),
+            : new SqsError("InternalError", `Local AWS endpoint bug: ${String(error)}`),
       );
     }
   }
@@ -241,11 +262,60 @@ export class FakeSqsServer implements FakeSqs {
       const { code, message, status } =
         error instanceof ServiceError || error instanceof SqsError
           ? error
-          : new SnsError("InternalError", `Fake SNS bug: ${String(error)}`, 500);
+          : new SnsError("InternalError", `Local AWS endpoint bug: ${String(error)}`, 500);
       if (THROTTLE_CODES.has(code)) this.stats.throttled++;
       else this.stats.failedRequests++;
       // SNS's throttling code is `Throttled`, whatever the SQS-side code the faults are set to.
       writeSnsError(res, THROTTLE_CODES.has(code) ? "Throttled" : code, message, status);
+    }
+  }
+
+  /** S3's REST requests: the same request faults, answered as S3 answers (XML errors, SlowDown for throttling). */
+  private async handleS3(req: IncomingMessage, res: ServerResponse, n: number): Promise<void> {
+    const method = req.method ?? "GET";
+    const url = req.url ?? "/";
+    const action = S3Service.actionOf(method, url, req.headers.host);
+    const request: RequestInfo = {
+      action,
+      queueName: S3Service.bucketOf(url, req.headers.host),
+      input: {},
+      n,
+    };
+    const { faults } = this;
+    try {
+      S3Service.checkSize(req.headers);
+      let body: Buffer;
+      try {
+        // The limit allows for aws-chunked framing around the largest object.
+        body = await readBody(req, MAX_OBJECT_BYTES + 1_048_576);
+      } catch {
+        return; // the client went away mid-request
+      }
+      const latency = latencyOf(faults, action, request);
+      if (latency > 0) await sleep(latency);
+      if (this.refused(req)) return;
+      const fault = requestFault(faults, this.downMode, action, request);
+      if (fault) throw fault;
+      const answer = this.buckets.handle({ method, url, headers: req.headers, body });
+      if (dropsResponse(faults, action, request)) {
+        this.stats.droppedResponses++;
+        req.socket.destroy();
+        return;
+      }
+      writeS3Answer(res, method, answer);
+    } catch (error) {
+      const failure =
+        error instanceof S3Error
+          ? error
+          : error instanceof ServiceError || error instanceof SqsError
+            ? THROTTLE_CODES.has(error.code)
+              ? new S3Error("SlowDown", "Please reduce your request rate.", 503)
+              : new S3Error(error.code, error.message, error.status)
+            : new S3Error("InternalError", `Local AWS endpoint bug: ${String(error)}`, 500);
+      if (failure.code === "SlowDown") this.stats.throttled++;
+      else this.stats.failedRequests++;
+      if (failure.code === "EntityTooLarge") res.shouldKeepAlive = false; // its body was not read
+      writeS3Error(res, method, failure);
     }
   }
 
@@ -262,4 +332,13 @@ export class FakeSqsServer implements FakeSqs {
     else this.stats.failedRequests++;
     writeError(res, error);
   }
+}
+
+/**
+ * S3 is told apart by its signature's scope (`.../<region>/s3/aws4_request`, in the header or a presigned URL's
+ * query), not by the shape of the request: a PutObject may carry any content type, JSON or form-encoded included.
+ */
+function isS3(req: IncomingMessage): boolean {
+  const scope = req.headers.authorization ?? req.url ?? "";
+  return /\/s3\/aws4_request/.test(scope) || /%2Fs3%2Faws4_request/i.test(scope);
 }
