@@ -4,7 +4,7 @@ import { afterAll, describe, expect, inject, it } from "vitest";
 import { KinesisEventSource } from "../../cli/dev/aws/kinesisEventSource.ts";
 import type { InboxStreamHandler, KinesisEvent } from "../../functions/shared/consumer/index.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
-import { kinesisClient } from "../../local/demo/targets.ts";
+import { kinesisClient } from "../../cli/dev/destinations.ts";
 
 const kinesis = kinesisClient({ ...LOCAL_AWS, endpoint: inject("awsEndpoint") });
 afterAll(() => kinesis.destroy());
