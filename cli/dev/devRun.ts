@@ -113,7 +113,6 @@ export async function runDev(options: DevOptions, signal: AbortSignal): Promise<
     });
     // The consumer's module and the SDK clients it makes read these, as the user's app will.
     Object.assign(process.env, env);
-    const envFile = await writeDevEnv(dir, env);
     const consumer =
       options.consumer === undefined ? undefined : await loadConsumer(options.consumer, options.cwd);
 
@@ -144,6 +143,8 @@ export async function runDev(options: DevOptions, signal: AbortSignal): Promise<
     });
     await relayStarted.promise;
     stops.push(startPurgeTimer(db.database.pool, relayEnv, logger));
+    // Written once everything runs: a file there means an `outbox dev` that started.
+    const envFile = await writeDevEnv(dir, env);
 
     view = new DevView(
       banner({
