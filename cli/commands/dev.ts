@@ -5,6 +5,7 @@ import { DESTINATION_SETTINGS } from "../../functions/shared/destinations/settin
 import { LOCAL_DESTINATIONS, type LocalDestination } from "../dev/destinations.ts";
 import { runDev } from "../dev/devRun.ts";
 import { integerIn } from "../options.ts";
+import { print } from "../output.ts";
 
 interface DevFlags {
   databaseUrl?: string;
@@ -96,6 +97,8 @@ export function devCommand(): Command {
           },
           controller.signal,
         );
+        // Everything it started has stopped: the line a script (or a test) can wait for.
+        print("outbox dev: stopped");
       } finally {
         process.off("SIGINT", onSignal);
         process.off("SIGTERM", onSignal);

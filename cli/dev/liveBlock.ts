@@ -28,7 +28,8 @@ export class LiveBlock {
     // then stop short of the top: the header ends up repeated down the screen. Fold the lines ourselves, so
     // every row we write is one row on screen, and rewind exactly that many (read the width on every frame:
     // the window may have been resized).
-    const rows = lines.flatMap((line) => fold(line, this.#out.columns ?? DEFAULT_COLUMNS));
+    // A pseudo-terminal without a size (script, some CI runners) reports 0 columns: treated as unknown.
+    const rows = lines.flatMap((line) => fold(line, this.#out.columns || DEFAULT_COLUMNS));
     const rewind = this.#drawnRows > 0 ? `\x1b[${this.#drawnRows}F\x1b[J` : "";
     this.#out.write(`${rewind}${rows.join("\n")}\n`);
     this.#drawnRows = rows.length;
