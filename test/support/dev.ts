@@ -19,15 +19,20 @@ export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
   return { ...env, ...extra };
 }
 
+/**
+ * `processGroup`: the command leads a process group of its own and stop() sends SIGINT to the whole group, as a
+ * terminal's Ctrl-C does (npx does not pass a SIGINT sent to it alone on to the command it runs).
+ */
 export function spawnDev(
   command: string,
   args: string[],
-  options: { cwd: string; env: NodeJS.ProcessEnv },
+  options: { cwd: string; env: NodeJS.ProcessEnv; processGroup?: boolean },
 ): DevProcess {
   const child = spawn(command, args, {
     cwd: options.cwd,
     env: options.env,
     stdio: ["ignore", "pipe", "pipe"],
+    detached: options.processGroup === true,
   });
   let output = "";
   const listeners = new Set<() => void>();
@@ -69,7 +74,10 @@ export function spawnDev(
     waitFor,
     exited,
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT");
+      if (child.exitCode === null && child.signalCode === null) {
+        if (options.processGroup === true) process.kill(-(child.pid as number), "SIGINT");
+        else child.kill("SIGINT");
+      }
       return exited;
     },
   };
