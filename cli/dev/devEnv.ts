@@ -5,6 +5,7 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import type { LocalTarget } from "./destinations.ts";
 import { LOCAL_AWS } from "./endpoint/localAws.ts";
 
 export const DEV_ENV_FILE = "dev.env";
@@ -37,4 +38,37 @@ export async function writeDevEnv(dir: string, env: Record<string, string>): Pro
 /** dotenv quoting as Node's --env-file reads it: plain when safe, else single quotes (JSON route tables). */
 function quote(value: string): string {
   return /^[\w@%+=:,./?&-]*$/.test(value) ? value : `'${value}'`;
+}
+
+/** Every target's addresses; a name given by several (a route table's queues) gets `_2`, `_3`, ... */
+export function addressesOf(targets: LocalTarget[]): Record<string, string> {
+  const addresses: Record<string, string> = {};
+  for (const target of targets) {
+    for (const [name, value] of Object.entries(target.addresses)) {
+      let key = name;
+      for (let n = 2; key in addresses; n++) key = `${name}_${n}`;
+      addresses[key] = value;
+    }
+  }
+  return addresses;
+}
+
+/** What `outbox dev` says on start: what runs where, and the environment for the app. */
+export function banner(parts: {
+  source: string;
+  aws: string;
+  envFile: string;
+  env: Record<string, string>;
+  targets: LocalTarget[];
+  consumer: string | undefined;
+  applied: string[];
+}): string[] {
+  const lines = [
+    `outbox dev: database ${parts.source}${parts.applied.length > 0 ? ` (${parts.applied.length} migration(s) applied)` : ""}; AWS ${parts.aws}`,
+    ...parts.targets.map((target) => `  ${target.resources}`),
+    `  relay: dwell mode; consumer: ${parts.consumer ?? "none (--consumer ./handler.ts to run yours)"}`,
+    `Run your app with these (written to ${parts.envFile}; node --env-file=${parts.envFile} ...):`,
+    ...Object.entries(parts.env).map(([name, value]) => `  ${name}=${value}`),
+  ];
+  return lines;
 }

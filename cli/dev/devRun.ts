@@ -26,7 +26,7 @@ import {
   type TargetClients,
 } from "./destinations.ts";
 import { openDevDatabase } from "./devDatabase.ts";
-import { devEnvironment, writeDevEnv } from "./devEnv.ts";
+import { addressesOf, banner, devEnvironment, writeDevEnv } from "./devEnv.ts";
 import { DevView } from "./devView.ts";
 import { LOCAL_AWS, startLocalAws } from "./endpoint/localAws.ts";
 import { EventSources } from "./eventSources.ts";
@@ -221,38 +221,6 @@ async function createTargets(
   const targets: LocalTarget[] = [];
   for (const setting of routes.destinations) targets.push(await createNamedTarget(setting, clients));
   return targets;
-}
-
-/** Every target's addresses; a name given by several (a route table's queues) gets `_2`, `_3`, ... */
-function addressesOf(targets: LocalTarget[]): Record<string, string> {
-  const addresses: Record<string, string> = {};
-  for (const target of targets) {
-    for (const [name, value] of Object.entries(target.addresses)) {
-      let key = name;
-      for (let n = 2; key in addresses; n++) key = `${name}_${n}`;
-      addresses[key] = value;
-    }
-  }
-  return addresses;
-}
-
-function banner(parts: {
-  source: string;
-  aws: string;
-  envFile: string;
-  env: Record<string, string>;
-  targets: LocalTarget[];
-  consumer: string | undefined;
-  applied: string[];
-}): string[] {
-  const lines = [
-    `outbox dev: database ${parts.source}${parts.applied.length > 0 ? ` (${parts.applied.length} migration(s) applied)` : ""}; AWS ${parts.aws}`,
-    ...parts.targets.map((target) => `  ${target.resources}`),
-    `  relay: dwell mode; consumer: ${parts.consumer ?? "none (--consumer ./handler.ts to run yours)"}`,
-    `Run your app with these (written to ${parts.envFile}; node --env-file=${parts.envFile} ...):`,
-    ...Object.entries(parts.env).map(([name, value]) => `  ${name}=${value}`),
-  ];
-  return lines;
 }
 
 /** The relay's and the purge's log: warnings and errors go to the view, the routine lines nowhere. */
