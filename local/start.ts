@@ -15,9 +15,9 @@
  * a bus or a standard queue or topic, which do not order, only if one was lost).
  */
 import { Command, Option } from "commander";
+import { LOCAL_DESTINATIONS, type LocalDestination } from "../cli/dev/destinations.ts";
 import { integerIn } from "../cli/options.ts";
 import { DemoRun, printSummary } from "./demo/run.ts";
-import { LOCAL_DESTINATIONS, type LocalDestination } from "../cli/dev/destinations.ts";
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 

@@ -2,9 +2,9 @@ import { randomBytes } from "node:crypto";
 import { CreateStreamCommand, DescribeStreamSummaryCommand, PutRecordCommand } from "@aws-sdk/client-kinesis";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { KinesisEventSource } from "../../cli/dev/aws/kinesisEventSource.ts";
+import { kinesisClient } from "../../cli/dev/destinations.ts";
 import type { InboxStreamHandler, KinesisEvent } from "../../functions/shared/consumer/index.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
-import { kinesisClient } from "../../cli/dev/destinations.ts";
 
 const kinesis = kinesisClient({ ...LOCAL_AWS, endpoint: inject("awsEndpoint") });
 afterAll(() => kinesis.destroy());
