@@ -3,6 +3,7 @@ import { DATABASE_SETTINGS } from "../functions/shared/db/settings.ts";
 import { DESTINATION_SETTINGS } from "../functions/shared/destinations/setting.ts";
 import { OUTBOX_LOCATION_SETTINGS } from "../functions/shared/outbox/names.ts";
 import { deadLettersCommand } from "./commands/deadLetters.ts";
+import { devCommand } from "./commands/dev.ts";
 import { migrateCommand } from "./commands/migrate.ts";
 import { purgeCommand } from "./commands/purge.ts";
 import { redriveCommand } from "./commands/redrive.ts";
@@ -28,6 +29,7 @@ export function buildProgram(): Command {
     deadLettersCommand(),
     redriveCommand(),
     purgeCommand(),
+    devCommand(),
   ]) {
     // Subcommands throw instead of exiting, so runCli decides the exit code and cleanup runs.
     program.addCommand(command.exitOverride().showHelpAfterError("(add --help for usage)"));

@@ -15,9 +15,9 @@
  * a bus or a standard queue or topic, which do not order, only if one was lost).
  */
 import { Command, Option } from "commander";
+import { LOCAL_DESTINATIONS, type LocalDestination } from "../cli/dev/destinations.ts";
 import { integerIn } from "../cli/options.ts";
 import { DemoRun, printSummary } from "./demo/run.ts";
-import { DEMO_DESTINATIONS, type DemoDestination } from "./demo/targets.ts";
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 
@@ -44,7 +44,7 @@ const options = new Command("npm start --")
         "routes about 2 events/s from a bus to a queue). The others run on LocalStack or moto. Order is kept " +
         "per order by sqs-fifo, sns-fifo and kinesis only",
     )
-      .choices(DEMO_DESTINATIONS)
+      .choices(LOCAL_DESTINATIONS)
       .default("sqs-fifo"),
   )
   .option(
@@ -66,7 +66,7 @@ const options = new Command("npm start --")
     chaos?: boolean;
     rate: number;
     openOrders: number;
-    destination: DemoDestination;
+    destination: LocalDestination;
   }>();
 
 if (options.chaos === true && options.destination !== "sqs-fifo") {

@@ -1,24 +1,13 @@
 import { Command, Option } from "commander";
-import { queryTimeoutFor } from "../../functions/shared/db/connection.ts";
-import { createDestination } from "../../functions/shared/destinations/create.ts";
 import { DESTINATION_SETTINGS } from "../../functions/shared/destinations/setting.ts";
 import { isQueueUrl } from "../../functions/shared/destinations/sqs/queueUrl.ts";
-import { errorMessage } from "../../functions/shared/outbox/errors.ts";
-import { type RelaySummary, roundReserveMs } from "../../functions/shared/relay/engine.ts";
-import {
-  destinationCheckOnce,
-  destinationClientOptions,
-  longestStatementMs,
-  relayInvocation,
-  relaySessions,
-} from "../../functions/shared/relay/invocation.ts";
+import { roundReserveMs } from "../../functions/shared/relay/engine.ts";
 import {
   RELAY_SETTINGS,
   type RelayConfig,
   relayConfigFromEnv,
 } from "../../functions/shared/relay/settings.ts";
 import type { Env } from "../../functions/shared/util/env.ts";
-import { openOutboxDatabase } from "../database.ts";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "../errors.ts";
 import { createLogger, defaultLogFormat, type LogFormat } from "../logger.ts";
 import {
@@ -31,6 +20,7 @@ import {
   integerIn,
 } from "../options.ts";
 import { escapeControl, print, printJson } from "../output.ts";
+import { type RelayTotals, relayLoop } from "../relayLoop.ts";
 
 interface RelayFlags extends ConnectionFlags {
   queueUrl?: string;
@@ -46,18 +36,6 @@ interface RelayFlags extends ConnectionFlags {
   invocationSeconds: number;
   logFormat?: LogFormat;
   json?: boolean;
-}
-
-export interface RelayTotals {
-  invocations: number;
-  rounds: number;
-  claimed: number;
-  published: number;
-  failed: number;
-  deadLettered: number;
-  failedRounds: number;
-  stoppedBy: RelaySummary["stoppedBy"] | "drained";
-  lastError?: string;
 }
 
 const R = RELAY_SETTINGS;
@@ -159,117 +137,6 @@ function checkQueueUrl(queueUrl: string | undefined) {
       EXIT_USAGE,
     );
   }
-}
-
-interface LoopOptions {
-  endpoint: string | undefined;
-  invocationMs: number;
-  logger: ReturnType<typeof createLogger>;
-}
-
-/**
- * Invocation after invocation of `relayInvocation`, each with a deadline like the scheduled Lambda's: the
- * Lambda's invocation itself (order-key check, LISTEN when RELAY_LISTEN is on, time-bounded rounds, the
- * no-progress verdict), a summary line per invocation. Stops on a signal (after the round in progress has
- * recorded) or, in drain mode, once nothing is claimable.
- */
-async function relayLoop(config: RelayConfig, options: LoopOptions): Promise<RelayTotals> {
-  const { logger } = options;
-  // An explicit endpoint: the SQS client would otherwise send to the QueueUrl's host rather than a configured
-  // emulator or proxy endpoint.
-  const { destination, destroy } = await createDestination(config.destination, {
-    ...destinationClientOptions(config),
-    ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
-  });
-  const database = await openOutboxDatabase(
-    { source: config.database, location: { schema: config.relay.schema, table: config.relay.table } },
-    {
-      maxConnections: relaySessions(config),
-      queryTimeoutMs: queryTimeoutFor(longestStatementMs(config, destination.maxMessageBytes)),
-    },
-  ).catch((error: unknown) => {
-    destroy();
-    throw error;
-  });
-  const totals: RelayTotals = {
-    invocations: 0,
-    rounds: 0,
-    claimed: 0,
-    published: 0,
-    failed: 0,
-    deadLettered: 0,
-    failedRounds: 0,
-    stoppedBy: "drained",
-  };
-  const controller = new AbortController();
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (controller.signal.aborted) {
-      // Postgres rolls the open round back when the connection closes; its rows are claimed again later.
-      logger.warn("second signal: exiting without waiting for the round in progress", { signal });
-      process.exit(130);
-    }
-    logger.info("stopping: no new rounds; the round in progress finishes and records", { signal });
-    controller.abort();
-  };
-  process.on("SIGTERM", onSignal);
-  process.on("SIGINT", onSignal);
-  // Started by a supervisor with an IPC channel (npm start does): if it goes away, stop as on SIGTERM.
-  const onDisconnect = () => onSignal("SIGTERM");
-  process.once("disconnect", onDisconnect);
-  try {
-    // A queue that does not exist, is not FIFO or takes smaller messages fails the first invocation, naming the
-    // fix (a route table's check runs beside its first rounds: one silent route does not hold the others).
-    const checkOnce = destinationCheckOnce(destination, logger, 15_000);
-    logger.info("relay started", {
-      destination: destination.kind,
-      target: destination.target,
-      table: database.names.qualified,
-      mode: config.relay.mode,
-      batchSize: config.relay.batchSize,
-      invocationMs: options.invocationMs,
-    });
-    while (!controller.signal.aborted) {
-      const started = Date.now();
-      const deadline =
-        started + Math.min(options.invocationMs, config.maxDurationMs ?? Number.POSITIVE_INFINITY);
-      const { noProgress, ...summary } = await checkOnce(
-        deadline,
-        (signal) =>
-          relayInvocation(
-            { pool: database.pool, destination, deadline, logger, signal: signal ?? controller.signal },
-            config,
-          ),
-        controller.signal,
-      );
-      addTo(totals, summary);
-      logger.info("invocation finished", { ...summary });
-      // Where the Lambda fails the invocation (and its alarm fires), a long-running process says so and goes on.
-      if (noProgress !== undefined)
-        logger.error("invocation made no progress", { error: noProgress.message });
-      if (config.relay.mode === "drain" && summary.stoppedBy !== "deadline") break;
-    }
-  } finally {
-    process.off("SIGTERM", onSignal);
-    process.off("SIGINT", onSignal);
-    process.off("disconnect", onDisconnect);
-    await database
-      .close()
-      .catch((error: unknown) => logger.warn("closing the pool failed", { error: errorMessage(error) }));
-    destroy();
-  }
-  return totals;
-}
-
-function addTo(totals: RelayTotals, summary: RelaySummary) {
-  totals.invocations++;
-  totals.rounds += summary.rounds;
-  totals.claimed += summary.claimed;
-  totals.published += summary.published;
-  totals.failed += summary.failed;
-  totals.deadLettered += summary.deadLettered;
-  totals.failedRounds += summary.failedRounds;
-  totals.stoppedBy = summary.stoppedBy;
-  if (summary.lastError !== undefined) totals.lastError = summary.lastError;
 }
 
 /** A drain that left events unpublished (failures now in backoff, dead letters, database errors) exits 1. */

@@ -10,11 +10,8 @@ export interface LocalAwsEndpoint {
   stop(): Promise<void>;
 }
 
-/** Credentials and region the emulators accept; never real ones. */
-export const LOCAL_AWS = {
-  region: "us-east-1",
-  credentials: { accessKeyId: "test", secretAccessKey: "test" },
-};
+/** Credentials and region the emulators accept; never real ones (the same as `outbox dev`'s). */
+export { LOCAL_AWS } from "../../cli/dev/localAws.ts";
 
 /**
  * Finds an SQS/EventBridge endpoint: `envUrl` if given; else LocalStack through testcontainers when Docker

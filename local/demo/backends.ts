@@ -1,6 +1,6 @@
 /**
  * The infrastructure of `npm start`: a Postgres and the destination of `--destination` (default an SQS FIFO
- * queue; local/demo/targets.ts creates each kind's resources). Nothing to configure: an embedded Postgres and a
+ * queue; cli/dev/destinations.ts creates each kind's resources). Nothing to configure: an embedded Postgres and a
  * local AWS endpoint (LocalStack when Docker answers, else moto, which delivers from SNS topics to subscribed
  * queues and serves Kinesis reads) are started and thrown away. DATABASE_URL, AWS_ENDPOINT_URL and (SQS FIFO
  * only) OUTBOX_QUEUE_URL, when set, are used instead.
@@ -12,10 +12,16 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { SQSClient } from "@aws-sdk/client-sqs";
+import {
+  createTarget,
+  type LocalDestination as DemoDestination,
+  type LocalTarget as DemoTarget,
+  freshName,
+  type TargetClients,
+} from "../../cli/dev/destinations.ts";
 import type { Env } from "../../functions/shared/util/env.ts";
 import { LOCAL_AWS } from "../backends/awsEndpoint.ts";
 import type { BackendsReport } from "./backendsProcess.ts";
-import { createTarget, type DemoDestination, type DemoTarget, type TargetClients } from "./targets.ts";
 
 const BACKENDS_PROCESS = fileURLToPath(new URL("./backendsProcess.ts", import.meta.url));
 
@@ -26,7 +32,7 @@ export interface DemoBackends {
   /** The AWS endpoint; undefined means the SDK's default for the region (a real AWS queue). */
   sqsEndpoint: string | undefined;
   sqsSource: string;
-  /** What the relay publishes to and the consumer reads (local/demo/targets.ts). */
+  /** What the relay publishes to and the consumer reads (cli/dev/destinations.ts). */
   target: DemoTarget;
   /** Region and credentials for every AWS client of the demo (the relay process gets them as env). */
   aws: { region?: string; accessKeyId?: string; secretAccessKey?: string };
@@ -98,6 +104,7 @@ export async function startBackends(
         consumerSource: { queueUrl },
         relayEnv: { OUTBOX_QUEUE_URL: queueUrl, OUTBOX_EVENT_BUS_NAME: undefined },
         resources: `queue: ${queueUrl}`,
+        addresses: { OUTBOX_DEV_QUEUE_URL: queueUrl },
         path: "SQS FIFO",
         remove: async () => {},
       };
@@ -106,6 +113,8 @@ export async function startBackends(
         sqs,
         config: clientConfig(aws, sqsEndpoint),
         eventSource: env.OUTBOX_EVENT_SOURCE || DEMO_EVENT_SOURCE,
+        name: freshName,
+        visibilityTimeoutSeconds: 30,
       });
       stops.push(() => target.remove());
     }

@@ -9,6 +9,9 @@ import { join } from "node:path";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import { KinesisEventSource } from "../../cli/dev/aws/kinesisEventSource.ts";
+import { keepsOrder, kinesisClient } from "../../cli/dev/destinations.ts";
+import { LOCAL_INVOCATION_SECONDS, LOCAL_RELAY_ENV } from "../../cli/dev/localRelay.ts";
+import { readOutboxFigures } from "../../cli/dev/outboxFigures.ts";
 import { migrate } from "../../functions/shared/db/migrate.ts";
 import { errorMessage } from "../../functions/shared/outbox/errors.ts";
 import { type OutboxNames, outboxNames } from "../../functions/shared/outbox/names.ts";
@@ -17,11 +20,10 @@ import { type DemoBackends, type DemoDestination, startBackends } from "./backen
 import { Chaos, type ChaosReport } from "./chaos.ts";
 import { type ConsumerFeed, createInboxSchema, InboxConsumer } from "./consumer.ts";
 import { Dashboard, type LiveFigures } from "./dashboard.ts";
-import { percentile, readOutboxFigures, reconcile } from "./figures.ts";
+import { percentile, reconcile } from "./figures.ts";
 import { createOrdersSchema, OrdersService, runProducer } from "./orders.ts";
 import { RelayProcess } from "./relayProcess.ts";
 import { type DemoResult, printSummary } from "./summary.ts";
-import { keepsOrder, kinesisClient } from "./targets.ts";
 
 export interface DemoOptions {
   /** Seconds; null runs until Ctrl-C. */
@@ -29,7 +31,7 @@ export interface DemoOptions {
   chaos: boolean;
   ratePerSecond: number;
   openOrders: number;
-  /** Where the relay publishes (local/demo/targets.ts): SQS FIFO by default. */
+  /** Where the relay publishes (cli/dev/destinations.ts): SQS FIFO by default. */
   destination: DemoDestination;
 }
 
@@ -38,19 +40,6 @@ const DRAIN_TIMEOUT_MS = 60_000;
 const CATCH_UP_TIMEOUT_MS = 60_000;
 /** Window of the live rates and lag percentiles. */
 const LIVE_WINDOW_SECONDS = 5;
-/**
- * One relay "invocation", like a scheduled Lambda with a 60 s timeout: with the default timeouts a round reserves
- * 25 s (publish + 3 x statement timeout), so each invocation dwells for 35 s and the next one starts at once.
- */
-const RELAY_INVOCATION_SECONDS = 60;
-
-/**
- * Relay settings for the demo, unless the environment sets them: the Lambda defaults, except a backoff capped at
- * 2 s (default 5 min), so the end of an SQS outage shows up in seconds rather than minutes.
- */
-const DEMO_RELAY_ENV = {
-  RELAY_BACKOFF_MAX_MS: "2000",
-};
 
 export class DemoRun {
   readonly #options: DemoOptions;
@@ -218,7 +207,7 @@ export class DemoRun {
   #createRelay(): RelayProcess {
     const { aws } = this.#backends;
     const env: Record<string, string | undefined> = {
-      ...DEMO_RELAY_ENV,
+      ...LOCAL_RELAY_ENV,
       ...this.#backends.target.relayDefaults,
       ...process.env,
       DATABASE_URL: this.#backends.databaseUrl,
@@ -236,7 +225,7 @@ export class DemoRun {
     };
     return new RelayProcess({
       env,
-      invocationSeconds: RELAY_INVOCATION_SECONDS,
+      invocationSeconds: LOCAL_INVOCATION_SECONDS,
       logFile: this.#relayLogFile,
       onStart: (pid, start) => {
         if (start > 1)

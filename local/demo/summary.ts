@@ -1,9 +1,13 @@
+import {
+  type LocalDestination as DemoDestination,
+  keepsOrder,
+  unorderedBy,
+} from "../../cli/dev/destinations.ts";
+import { ms } from "../../cli/dev/liveBlock.ts";
 import type { FaultProxyStats } from "../fakes/faultProxy.ts";
 import type { ChaosReport } from "./chaos.ts";
 import type { ConsumerStats } from "./consumer.ts";
-import { ms } from "./dashboard.ts";
 import type { Reconciliation } from "./figures.ts";
-import { type DemoDestination, keepsOrder, unorderedBy } from "./targets.ts";
 
 export interface DemoResult {
   options: {

@@ -40,7 +40,7 @@ describe("outbox CLI: client-side query timeouts", () => {
 
 describe("outbox CLI: every command", () => {
   it("prints --help and exits 0", async () => {
-    const commands = ["migrate", "relay", "status", "dead-letters", "redrive", "purge"];
+    const commands = ["migrate", "relay", "status", "dead-letters", "redrive", "purge", "dev"];
 
     const runs = await Promise.all([outbox(["--help"]), ...commands.map((name) => outbox([name, "--help"]))]);
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { Dashboard, fold, type LiveFigures } from "../../local/demo/dashboard.ts";
+import { fold } from "../../cli/dev/liveBlock.ts";
+import { Dashboard, type LiveFigures } from "../../local/demo/dashboard.ts";
 
 /**
  * Just enough of a terminal to see what the live view leaves on screen: `columns` wide, auto-wrapping when a

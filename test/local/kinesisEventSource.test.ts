@@ -4,9 +4,9 @@ import { CreateStreamCommand, DescribeStreamSummaryCommand, PutRecordCommand } f
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import { KinesisEventSource } from "../../cli/dev/aws/kinesisEventSource.ts";
+import { kinesisClient } from "../../cli/dev/destinations.ts";
 import type { InboxStreamHandler, KinesisEvent } from "../../functions/shared/consumer/index.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
-import { kinesisClient } from "../../local/demo/targets.ts";
 
 let kinesis: KinesisClient;
 

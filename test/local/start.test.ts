@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { beforeEach, describe, expect, inject, it } from "vitest";
+import type { LocalDestination as DemoDestination } from "../../cli/dev/destinations.ts";
 import type { Env } from "../../functions/shared/util/env.ts";
 import { type DemoResult, printSummary } from "../../local/demo/summary.ts";
-import type { DemoDestination } from "../../local/demo/targets.ts";
 import { useTestDatabase } from "../support/db.ts";
 
 const START = new URL("../../local/start.ts", import.meta.url).pathname;

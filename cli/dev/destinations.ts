@@ -1,8 +1,8 @@
 /**
- * Where `npm start -- --destination <kind>` publishes, and what its consumer reads: one resource set per kind,
- * created on the local endpoint and removed at the end. The kinds are the route table's (docs/routing.md), so a
- * reader can copy the relay's OUTBOX_ROUTES from the demo; `sqs-fifo` keeps the relay's single-queue settings
- * (OUTBOX_QUEUE_URL) exactly as before, the default of `npm start`.
+ * Where `outbox dev --destination <kind>` and `npm start -- --destination <kind>` publish, and what their consumer
+ * reads: one resource set per kind, created on the local endpoint. The kinds are the route table's
+ * (docs/routing.md), so a reader can copy the relay's OUTBOX_ROUTES; `sqs-fifo` uses the relay's single-queue
+ * setting (OUTBOX_QUEUE_URL).
  *
  * - `sns-fifo` / `sns`: a topic and one queue of the same kind subscribed with raw message delivery, so the
  *   consumer receives what the SQS destination would send (attributes as SQS message attributes; without raw
@@ -36,26 +36,27 @@ import {
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import { NodeHttpHandler } from "@smithy/node-http-handler";
+import type { TargetSetting } from "../../functions/shared/destinations/targets.ts";
 
-/** `npm start -- --destination`'s choices, named as OUTBOX_ROUTES names the kinds. */
-export const DEMO_DESTINATIONS = ["sqs-fifo", "sqs", "sns-fifo", "sns", "kinesis", "eventbridge"] as const;
-export type DemoDestination = (typeof DEMO_DESTINATIONS)[number];
+/** `--destination`'s choices, named as OUTBOX_ROUTES names the kinds. */
+export const LOCAL_DESTINATIONS = ["sqs-fifo", "sqs", "sns-fifo", "sns", "kinesis", "eventbridge"] as const;
+export type LocalDestination = (typeof LOCAL_DESTINATIONS)[number];
 
 /** The kinds that keep each order's events in order end to end (per message group, per partition key). */
-export function keepsOrder(destination: DemoDestination): boolean {
+export function keepsOrder(destination: LocalDestination): boolean {
   return destination === "sqs-fifo" || destination === "sns-fifo" || destination === "kinesis";
 }
 
 /** What does not order, as the summary names it when it reports late arrivals as information. */
-export function unorderedBy(destination: DemoDestination): string {
+export function unorderedBy(destination: LocalDestination): string {
   if (destination === "eventbridge") return "the bus";
   return destination === "sns" ? "a standard topic" : "a standard queue";
 }
 
-/** What the demo consumer reads: a queue (SQS event source) or a stream (Kinesis event source). */
+/** What the consumer reads: a queue (SQS event source) or a stream (Kinesis event source). */
 export type ConsumerSource = { queueUrl: string } | { streamName: string; streamArn: string };
 
-export interface DemoTarget {
+export interface LocalTarget {
   consumerSource: ConsumerSource;
   /** The relay's destination settings: exactly the variables this kind needs, the others unset. */
   relayEnv: Record<string, string | undefined>;
@@ -63,6 +64,8 @@ export interface DemoTarget {
   relayDefaults?: Record<string, string>;
   /** For the set-up line, after the endpoint: `queue: <url>`, `topic: <arn> -> queue: <url>`, ... */
   resources: string;
+  /** The resources' addresses as environment variables for the app (`outbox dev`'s .outbox/dev.env). */
+  addresses: Record<string, string>;
   /** For the header: the path from the relay to the consumer. */
   path: string;
   remove(): Promise<void>;
@@ -77,6 +80,13 @@ export interface TargetClients {
   };
   /** The events' source on a bus, which its rule matches. */
   eventSource: string;
+  /** Names the resources: a fresh name per run for the demo, a stable one for `outbox dev`. */
+  name(): string;
+  /**
+   * The consumer's queue's visibility timeout, seconds: how long a record its handler failed stays invisible
+   * before it is delivered again.
+   */
+  visibilityTimeoutSeconds: number;
 }
 
 /**
@@ -94,11 +104,11 @@ function routeEverything(destination: Record<string, string>): Record<string, st
   return { ...NO_DESTINATION, OUTBOX_ROUTES: JSON.stringify([{ match: {}, destination }]) };
 }
 
-export async function createTarget(kind: DemoDestination, clients: TargetClients): Promise<DemoTarget> {
+export async function createTarget(kind: LocalDestination, clients: TargetClients): Promise<LocalTarget> {
   const { sqs } = clients;
   const fifo = kind === "sqs-fifo" || kind === "sns-fifo";
-  if (kind === "kinesis") return createStream(kinesisClient(clients.config));
-  const queueUrl = await createDemoQueue(sqs, fifo ? "fifo" : "standard");
+  if (kind === "kinesis") return createStream(kinesisClient(clients.config), clients.name());
+  const queueUrl = await createQueue(sqs, fifo ? "fifo" : "standard", clients);
   const removeQueue = async () => {
     await sqs.send(new DeleteQueueCommand({ QueueUrl: queueUrl })).catch(() => {});
   };
@@ -109,6 +119,7 @@ export async function createTarget(kind: DemoDestination, clients: TargetClients
         consumerSource,
         relayEnv: { ...NO_DESTINATION, OUTBOX_QUEUE_URL: queueUrl },
         resources: `queue: ${queueUrl}`,
+        addresses: { OUTBOX_DEV_QUEUE_URL: queueUrl },
         path: "SQS FIFO",
         remove: removeQueue,
       };
@@ -117,17 +128,19 @@ export async function createTarget(kind: DemoDestination, clients: TargetClients
         consumerSource,
         relayEnv: routeEverything({ kind: "sqs", queueUrl }),
         resources: `standard queue: ${queueUrl}`,
+        addresses: { OUTBOX_DEV_QUEUE_URL: queueUrl },
         path: "SQS standard queue",
         remove: removeQueue,
       };
     case "sns-fifo":
     case "sns": {
       const sns = new SNSClient(clients.config);
-      const topicArn = await createTopicToQueue(sns, sqs, queueUrl, fifo);
+      const topicArn = await createTopicToQueue(sns, sqs, queueUrl, fifo, clients.name());
       return {
         consumerSource,
         relayEnv: routeEverything({ kind, topicArn }),
         resources: `topic: ${topicArn} -> raw delivery -> queue: ${queueUrl}`,
+        addresses: { OUTBOX_DEV_TOPIC_ARN: topicArn, OUTBOX_DEV_QUEUE_URL: queueUrl },
         path: `SNS ${fifo ? "FIFO " : ""}topic -> ${fifo ? "SQS FIFO" : "SQS"} queue`,
         async remove() {
           await sns.send(new DeleteTopicCommand({ TopicArn: topicArn })).catch(() => {});
@@ -139,11 +152,12 @@ export async function createTarget(kind: DemoDestination, clients: TargetClients
     case "eventbridge": {
       const events = new EventBridgeClient(clients.config);
       const source = clients.eventSource;
-      const route = await createDemoBus(events, source, await queueArn(sqs, queueUrl));
+      const route = await createBus(events, source, await queueArn(sqs, queueUrl), clients.name());
       return {
         consumerSource,
         relayEnv: { ...NO_DESTINATION, OUTBOX_EVENT_BUS_NAME: route.busName, OUTBOX_EVENT_SOURCE: source },
         resources: `bus: ${route.busName}  rule: source=${source}  target queue: ${queueUrl}`,
+        addresses: { OUTBOX_DEV_EVENT_BUS_NAME: route.busName, OUTBOX_DEV_QUEUE_URL: queueUrl },
         path: `EventBridge bus ${route.busName} -> rule -> SQS queue`,
         async remove() {
           await route.remove().catch(() => {});
@@ -159,23 +173,29 @@ export async function createTarget(kind: DemoDestination, clients: TargetClients
  * A FIFO queue that takes what the relay sends: 1 MiB messages (the attribute still defaults to 256 KiB). For a
  * bus, a standard queue as the rule's target: a FIFO target would add nothing, the bus having no order to keep.
  */
-async function createDemoQueue(sqs: SQSClient, kind: "fifo" | "standard"): Promise<string> {
-  const name = demoName();
+async function createQueue(
+  sqs: SQSClient,
+  kind: "fifo" | "standard",
+  clients: Pick<TargetClients, "name" | "visibilityTimeoutSeconds">,
+): Promise<string> {
+  const name = clients.name();
+  const attributes = {
+    MaximumMessageSize: "1048576",
+    VisibilityTimeout: String(clients.visibilityTimeoutSeconds),
+  };
   const { QueueUrl } = await sqs.send(
     new CreateQueueCommand(
       kind === "fifo"
-        ? {
-            QueueName: `${name}.fifo`,
-            Attributes: { FifoQueue: "true", MaximumMessageSize: "1048576", VisibilityTimeout: "30" },
-          }
-        : { QueueName: name, Attributes: { MaximumMessageSize: "1048576", VisibilityTimeout: "30" } },
+        ? { QueueName: `${name}.fifo`, Attributes: { ...attributes, FifoQueue: "true" } }
+        : { QueueName: name, Attributes: attributes },
     ),
   );
   if (QueueUrl === undefined) throw new Error("CreateQueue returned no QueueUrl");
   return QueueUrl;
 }
 
-const demoName = () => `outbox-demo-${randomBytes(3).toString("hex")}`;
+/** A fresh name per run (`npm start`): runs against one LocalStack do not share queues. */
+export const freshName = () => `outbox-demo-${randomBytes(3).toString("hex")}`;
 
 async function queueArn(sqs: SQSClient, queueUrl: string): Promise<string> {
   const { Attributes } = await sqs.send(
@@ -188,17 +208,18 @@ async function queueArn(sqs: SQSClient, queueUrl: string): Promise<string> {
 
 /**
  * A topic with the consumer's queue subscribed, raw message delivery on. (On AWS the queue's policy must also let
- * sns.amazonaws.com send to it; the emulators do not check, and the demo never runs against a real account.)
+ * sns.amazonaws.com send to it; the emulators do not check, and these never run against a real account.)
  */
 async function createTopicToQueue(
   sns: SNSClient,
   sqs: SQSClient,
   queueUrl: string,
   fifo: boolean,
+  name: string,
 ): Promise<string> {
   const { TopicArn } = await sns.send(
     new CreateTopicCommand(
-      fifo ? { Name: `${demoName()}.fifo`, Attributes: { FifoTopic: "true" } } : { Name: demoName() },
+      fifo ? { Name: `${name}.fifo`, Attributes: { FifoTopic: "true" } } : { Name: name },
     ),
   );
   if (TopicArn === undefined) throw new Error("CreateTopic returned no TopicArn");
@@ -217,8 +238,7 @@ async function createTopicToQueue(
  * One shard: the demo's rate is far below a shard's 1,000 records/s, and per-key order needs no more. Waits for
  * ACTIVE (LocalStack takes a moment; moto is ACTIVE at once), since the relay's check refuses a CREATING stream.
  */
-async function createStream(kinesis: KinesisClient): Promise<DemoTarget> {
-  const streamName = demoName();
+async function createStream(kinesis: KinesisClient, streamName: string): Promise<LocalTarget> {
   await kinesis.send(new CreateStreamCommand({ StreamName: streamName, ShardCount: 1 }));
   let streamArn = "";
   for (let attempt = 0; streamArn === "" && attempt < 60; attempt++) {
@@ -237,6 +257,7 @@ async function createStream(kinesis: KinesisClient): Promise<DemoTarget> {
     // concurrency). One request at a time avoids it; at the demo's rates one PutRecords (500 records) is plenty.
     relayDefaults: { RELAY_CONCURRENCY: "1" },
     resources: `stream: ${streamArn}`,
+    addresses: { OUTBOX_DEV_STREAM_ARN: streamArn },
     path: "Kinesis stream",
     async remove() {
       await kinesis.send(new DeleteStreamCommand({ StreamName: streamName })).catch(() => {});
@@ -248,15 +269,15 @@ async function createStream(kinesis: KinesisClient): Promise<DemoTarget> {
 /**
  * A bus with one rule, `{"source": [source]}`, whose target is the consumer's queue: how a consuming service
  * subscribes to the relay's events. (On AWS the queue's policy must also let events.amazonaws.com send to it;
- * the emulators do not check, and the demo never runs against a real account.)
+ * the emulators do not check, and these never run against a real account.)
  */
-async function createDemoBus(
+async function createBus(
   events: EventBridgeClient,
   source: string,
   targetArn: string,
+  busName: string,
 ): Promise<{ busName: string; remove(): Promise<void> }> {
-  const busName = demoName();
-  const rule = "outbox-demo-to-consumer";
+  const rule = `${busName}-to-consumer`;
   await events.send(new CreateEventBusCommand({ Name: busName }));
   await events.send(
     new PutRuleCommand({
@@ -275,7 +296,7 @@ async function createDemoBus(
   return {
     busName,
     async remove() {
-      // Each step on its own: the in-process endpoint implements only what the relay and this demo need.
+      // Each step on its own: the in-process endpoint implements only what the relay and these need.
       const ignore = () => {};
       await events
         .send(new RemoveTargetsCommand({ Rule: rule, EventBusName: busName, Ids: ["consumer"] }))
@@ -284,4 +305,70 @@ async function createDemoBus(
       await events.send(new DeleteEventBusCommand({ Name: busName })).catch(ignore);
     },
   };
+}
+
+/**
+ * The resources one destination of a route table names (`outbox dev --routes`), created on the local endpoint
+ * under the names its URL or ARN gives, with a queue for the consumer where the destination is not one: a topic's
+ * subscribed queue, a bus's rule target (`<name>-consumer`).
+ */
+export async function createNamedTarget(
+  setting: TargetSetting,
+  clients: TargetClients,
+): Promise<LocalTarget> {
+  const { sqs } = clients;
+  const named = (name: string) => ({ ...clients, name: () => name });
+  const base = (name: string) => name.replace(/\.fifo$/, "");
+  const noRemoval = async () => {};
+  switch (setting.kind) {
+    case "sqs-fifo":
+    case "sqs": {
+      const name = base(setting.queueUrl.slice(setting.queueUrl.lastIndexOf("/") + 1));
+      const queueUrl = await createQueue(sqs, setting.kind === "sqs-fifo" ? "fifo" : "standard", named(name));
+      return namedTarget({ queueUrl }, `queue: ${queueUrl}`, { queueUrl });
+    }
+    case "sns-fifo":
+    case "sns": {
+      const fifo = setting.kind === "sns-fifo";
+      const name = base(setting.topicArn.slice(setting.topicArn.lastIndexOf(":") + 1));
+      const queueUrl = await createQueue(sqs, fifo ? "fifo" : "standard", named(`${name}-consumer`));
+      const sns = new SNSClient(clients.config);
+      const topicArn = await createTopicToQueue(sns, sqs, queueUrl, fifo, name).finally(() => sns.destroy());
+      return namedTarget({ queueUrl }, `topic: ${topicArn} -> queue: ${queueUrl}`, { topicArn, queueUrl });
+    }
+    case "kinesis": {
+      const { stream } = setting;
+      const name =
+        "streamName" in stream
+          ? stream.streamName
+          : stream.streamArn.slice(stream.streamArn.indexOf("/") + 1);
+      const target = await createStream(kinesisClient(clients.config), name);
+      return { ...target, remove: noRemoval };
+    }
+    case "eventbridge": {
+      const busName = setting.eventBusName.slice(setting.eventBusName.indexOf("/") + 1);
+      const queueUrl = await createQueue(sqs, "standard", named(`${busName}-consumer`));
+      const events = new EventBridgeClient(clients.config);
+      await createBus(events, setting.source, await queueArn(sqs, queueUrl), busName).finally(() =>
+        events.destroy(),
+      );
+      return namedTarget(
+        { queueUrl },
+        `bus: ${busName}  rule: source=${setting.source}  target queue: ${queueUrl}`,
+        { eventBusName: busName, queueUrl },
+      );
+    }
+  }
+}
+
+function namedTarget(
+  consumerSource: ConsumerSource,
+  resources: string,
+  addresses: { queueUrl?: string; topicArn?: string; eventBusName?: string },
+): LocalTarget {
+  const env: Record<string, string> = {};
+  if (addresses.topicArn !== undefined) env.OUTBOX_DEV_TOPIC_ARN = addresses.topicArn;
+  if (addresses.eventBusName !== undefined) env.OUTBOX_DEV_EVENT_BUS_NAME = addresses.eventBusName;
+  if (addresses.queueUrl !== undefined) env.OUTBOX_DEV_QUEUE_URL = addresses.queueUrl;
+  return { consumerSource, relayEnv: {}, resources, addresses: env, path: resources, remove: async () => {} };
 }

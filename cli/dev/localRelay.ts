@@ -1,0 +1,46 @@
+/**
+ * The relay and the purge as `outbox dev` and `npm start` run them on one machine: the Lambda's engine
+ * (cli/relayLoop.ts, dwell mode), its settings from the environment as the Lambda reads them, and a failure
+ * backoff capped at 2 s (default 5 min), so the end of an endpoint outage shows up in seconds rather than minutes.
+ */
+
+import type { SessionPool } from "../../functions/shared/db/session.ts";
+import { errorMessage } from "../../functions/shared/outbox/errors.ts";
+import { runPurge } from "../../functions/shared/purge/purge.ts";
+import { type PurgeConfig, purgeConfigFromEnv } from "../../functions/shared/purge/settings.ts";
+import type { Env } from "../../functions/shared/util/env.ts";
+import type { Logger } from "../../functions/shared/util/logger.ts";
+
+/** Relay settings for local runs, unless the environment sets them. */
+export const LOCAL_RELAY_ENV: Env = {
+  RELAY_BACKOFF_MAX_MS: "2000",
+};
+
+/**
+ * One relay "invocation", like a scheduled Lambda with a 60 s timeout: with the default timeouts a round reserves
+ * 25 s (publish + 3 x statement timeout), so each invocation dwells for 35 s and the next one starts at once.
+ */
+export const LOCAL_INVOCATION_SECONDS = 60;
+
+/** The purge Lambda runs hourly; locally every 5 minutes, so a day-long session sees its retention applied. */
+export const PURGE_EVERY_MS = 5 * 60_000;
+const PURGE_BUDGET_MS = 60_000;
+
+/** The purge on a timer; returns the stop, which waits for a purge in progress. */
+export function startPurgeTimer(pool: SessionPool, env: Env, logger: Logger): () => Promise<void> {
+  const config: PurgeConfig = purgeConfigFromEnv(env);
+  const stop = new AbortController();
+  let running: Promise<unknown> = Promise.resolve();
+  const timer = setInterval(() => {
+    running = runPurge(
+      { pool, deadline: Date.now() + PURGE_BUDGET_MS, logger, signal: stop.signal },
+      config.purge,
+    ).catch((error: unknown) => logger.warn("purge failed", { error: errorMessage(error) }));
+  }, PURGE_EVERY_MS);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    stop.abort();
+    await running;
+  };
+}
