@@ -5,6 +5,7 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import type { OutboxLimits } from "../../functions/shared/outbox/limits.ts";
 import type { LocalTarget } from "./destinations.ts";
 import { LOCAL_AWS } from "./localAws.ts";
 
@@ -62,10 +63,13 @@ export function banner(parts: {
   targets: LocalTarget[];
   consumer: string | undefined;
   applied: string[];
+  limits: OutboxLimits;
 }): string[] {
   const lines = [
     `outbox dev: database ${parts.source}${parts.applied.length > 0 ? ` (${parts.applied.length} migration(s) applied)` : ""}; AWS ${parts.aws}`,
     ...parts.targets.map((target) => `  ${target.resources}`),
+    `  enqueue refuses messages over ${parts.limits.maxMessageBytes} bytes (${parts.limits.limitedBy ?? "the default"}); ` +
+      `larger payloads, up to ${parts.limits.maxPayloadBytes}, go through the claim check's bucket`,
     `  relay: dwell mode; consumer: ${parts.consumer ?? "none (--consumer ./handler.ts to run yours)"}`,
     `Run your app with these (written to ${parts.envFile}; node --env-file=${parts.envFile} ...):`,
     ...Object.entries(parts.env).map(([name, value]) => `  ${name}=${value}`),

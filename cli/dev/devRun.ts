@@ -27,6 +27,7 @@ import {
 } from "./destinations.ts";
 import { openDevDatabase } from "./devDatabase.ts";
 import { addressesOf, banner, devEnvironment, writeDevEnv } from "./devEnv.ts";
+import { createPayloadBucket, writeDevLimits } from "./devLimits.ts";
 import { DevView } from "./devView.ts";
 import { EventSources } from "./eventSources.ts";
 import type { TerminalOutput } from "./liveBlock.ts";
@@ -127,9 +128,14 @@ export async function runDev(options: DevOptions, signal: AbortSignal): Promise<
       OUTBOX_ROUTES: undefined,
       ...(routes === undefined ? (targets[0]?.relayEnv ?? {}) : { OUTBOX_ROUTES: routes.text }),
     };
+    relayEnv.OUTBOX_PAYLOAD_BUCKET ??= await createPayloadBucket(clients.config);
+    const relayConfig = relayConfigFromEnv(relayEnv);
+    const limits = await db.database.withSession((client) =>
+      writeDevLimits(client, names, relayConfig.destination, LOCAL_AWS.region),
+    );
     const relayStop = new AbortController();
     const relayStarted = Promise.withResolvers<void>();
-    const relayDone = relayLoop(relayConfigFromEnv(relayEnv), {
+    const relayDone = relayLoop(relayConfig, {
       endpoint: aws.url,
       invocationMs: LOCAL_INVOCATION_SECONDS * 1000,
       logger,
@@ -155,6 +161,7 @@ export async function runDev(options: DevOptions, signal: AbortSignal): Promise<
         targets,
         consumer: options.consumer,
         applied: db.applied,
+        limits,
       }),
       options.out,
     );

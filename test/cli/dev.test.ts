@@ -120,6 +120,34 @@ describe("outbox dev runs the consumer for each destination kind", () => {
     expect(await dev.stop()).toEqual({ code: 0, signal: null });
   });
 
+  it("holds enqueue to the destination's limit and sends a larger payload through the claim check's bucket", async () => {
+    // An SNS topic takes 262,144 bytes: the limits row says so, and a 300 KiB event reaches the handler whole
+    // through the in-process S3 (without the claim check the relay could only dead-letter it).
+    const dev = startDev(["--destination", "sns-fifo", "--consumer", `${HANDLER}#handler`]);
+    const banner = await dev.waitFor(/Run your app with these/);
+    expect(banner).toMatch(/enqueue refuses messages over 262144 bytes \(sns-fifo:arn:aws:sns:/);
+    const pad = "x".repeat(300 * 1024);
+    const client = await db.pool.connect();
+    try {
+      await client.query("begin");
+      await enqueue(client, {
+        aggregateType: "order",
+        aggregateId: "order-big",
+        eventType: "order.placed",
+        payload: { n: 1, pad },
+      });
+      await client.query("commit");
+    } finally {
+      client.release();
+    }
+    await vi.waitFor(async () => expect(await appliedCount()).toBe(1), { timeout: 30_000, interval: 200 });
+    const { rows } = await db.pool.query<{ dead: number }>(
+      "select count(*)::int as dead from outbox_events where dead_lettered_at is not null",
+    );
+    expect(rows[0]?.dead).toBe(0);
+    expect(await dev.stop()).toEqual({ code: 0, signal: null });
+  });
+
   it("creates every destination a route table names (ARNs moved to the local account) and consumes them all", async () => {
     await writeFile(
       join(cwd, "routes.json"),
