@@ -5,8 +5,8 @@
  */
 import { queryTimeoutFor } from "../functions/shared/db/connection.ts";
 import { createDestination } from "../functions/shared/destinations/create.ts";
-import { errorMessage } from "../functions/shared/outbox/errors.ts";
-import type { RelaySummary } from "../functions/shared/relay/engine.ts";
+import { ConfigError, errorMessage } from "../functions/shared/outbox/errors.ts";
+import { type RelaySummary, roundReserveMs } from "../functions/shared/relay/engine.ts";
 import {
   destinationCheckOnce,
   destinationClientOptions,
@@ -57,6 +57,17 @@ export async function relayLoop(config: RelayConfig, options: LoopOptions): Prom
     ...destinationClientOptions(config),
     ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
   });
+  // The Lambda refuses a timeout that cannot fit one round (invocationDeadline); a process must too, or it would
+  // start invocation after invocation that each end at once (the claim check's load allowance is tens of seconds).
+  const reserveMs = roundReserveMs(config.relay, destination.maxMessageBytes) + config.budgetMarginMs;
+  if (Math.min(options.invocationMs, config.maxDurationMs ?? Number.POSITIVE_INFINITY) < reserveMs) {
+    destroy();
+    throw new ConfigError(
+      `an invocation of ${options.invocationMs} ms${config.maxDurationMs === undefined ? "" : ` (RELAY_MAX_DURATION_MS=${config.maxDurationMs})`} ` +
+        `cannot fit one round, which reserves ${reserveMs} ms with RELAY_BUDGET_MARGIN_MS` +
+        `${config.claimCheck === undefined ? "" : " and the claim check's load allowance"}: give it at least ${Math.ceil(reserveMs / 1000)} s`,
+    );
+  }
   const database = await openOutboxDatabase(
     { source: config.database, location: { schema: config.relay.schema, table: config.relay.table } },
     {

@@ -32,7 +32,7 @@ import { DevView } from "./devView.ts";
 import { EventSources } from "./eventSources.ts";
 import type { TerminalOutput } from "./liveBlock.ts";
 import { LOCAL_AWS, startLocalAws } from "./localAws.ts";
-import { LOCAL_INVOCATION_SECONDS, LOCAL_RELAY_ENV, startPurgeTimer } from "./localRelay.ts";
+import { LOCAL_RELAY_ENV, localInvocationMs, startPurgeTimer } from "./localRelay.ts";
 import { readOutboxFigures } from "./outboxFigures.ts";
 import { requireFreePort } from "./portCheck.ts";
 import { type RoutesFile, readRoutesFile } from "./routesFile.ts";
@@ -137,7 +137,7 @@ export async function runDev(options: DevOptions, signal: AbortSignal): Promise<
     const relayStarted = Promise.withResolvers<void>();
     const relayDone = relayLoop(relayConfig, {
       endpoint: aws.url,
-      invocationMs: LOCAL_INVOCATION_SECONDS * 1000,
+      invocationMs: localInvocationMs(relayConfig),
       logger,
       signal: relayStop.signal,
       onStarted: () => relayStarted.resolve(),

@@ -8,6 +8,8 @@ import type { SessionPool } from "../../functions/shared/db/session.ts";
 import { errorMessage } from "../../functions/shared/outbox/errors.ts";
 import { runPurge } from "../../functions/shared/purge/purge.ts";
 import { type PurgeConfig, purgeConfigFromEnv } from "../../functions/shared/purge/settings.ts";
+import { roundReserveMs } from "../../functions/shared/relay/engine.ts";
+import type { RelayConfig } from "../../functions/shared/relay/settings.ts";
 import type { Env } from "../../functions/shared/util/env.ts";
 import type { Logger } from "../../functions/shared/util/logger.ts";
 
@@ -21,6 +23,16 @@ export const LOCAL_RELAY_ENV: Env = {
  * 25 s (publish + 3 x statement timeout), so each invocation dwells for 35 s and the next one starts at once.
  */
 export const LOCAL_INVOCATION_SECONDS = 60;
+
+/**
+ * The same, grown by the claim check's load allowance when it is on (engine.ts roundReserveMs: tens of seconds
+ * at 64 MiB), so each invocation still dwells for 35 s.
+ */
+export function localInvocationMs(config: RelayConfig): number {
+  const allowanceMs =
+    roundReserveMs(config.relay, config.claimCheck?.maxPayloadBytes ?? 0) - roundReserveMs(config.relay);
+  return LOCAL_INVOCATION_SECONDS * 1000 + allowanceMs;
+}
 
 /** The purge Lambda runs hourly; locally every 5 minutes, so a day-long session sees its retention applied. */
 export const PURGE_EVERY_MS = 5 * 60_000;

@@ -269,6 +269,20 @@ describe("outbox relay --event-bus", () => {
     expect(message?.MessageAttributes?.outboxId?.StringValue).toBe(event?.id);
   });
 
+  it("refuses an --invocation-seconds that cannot fit a round with the claim check's load allowance", async () => {
+    // 40 s fits a plain round (25 s); with OUTBOX_PAYLOAD_BUCKET a round reserves 40 s more, so before this check
+    // every invocation ended at once and the process started the next one, forever.
+    const run = await outbox(["relay", "--invocation-seconds", "40"], {
+      OUTBOX_QUEUE_URL: "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo",
+      OUTBOX_PAYLOAD_BUCKET: "orders-payloads",
+    });
+
+    expect(run.code).not.toBe(0);
+    expect(run.stderr).toMatch(
+      /an invocation of 40000 ms cannot fit one round, which reserves \d+ ms .*claim check/,
+    );
+  });
+
   it("refuses a queue and a bus at once, and neither, naming both settings", async () => {
     const both = await outbox(["relay", "--drain", "--event-bus", "orders"], {
       OUTBOX_QUEUE_URL: "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo",

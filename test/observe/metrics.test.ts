@@ -827,10 +827,12 @@ describe("purge handler: the snapshot and the purge cannot stop each other", () 
 
   it("purges when the snapshot fails, counts SnapshotErrors and fails the invocation", async () => {
     // Enough to purge (the columns its statements read and lock FOR UPDATE, delete, and the group high-water
-    // marks the published rows leave behind, migration 0006), not to read the snapshot's columns.
+    // marks the published rows leave behind, migration 0006; the roles table, whose database the purge checks
+    // first, migration 0018), not to read the snapshot's columns.
     const handler = await purgeHandlerAs(
       "grant select (ctid, processed_at, dead_lettered_at, aggregate_id, seq), update (processed_at), delete " +
-        `on outbox_events to $role; grant select, insert, update on ${PRIVATE}.outbox_group_high_water to $role`,
+        `on outbox_events to $role; grant select, insert, update on ${PRIVATE}.outbox_group_high_water to $role; ` +
+        `grant select on ${PRIVATE}.outbox_roles to $role`,
     );
 
     const invocation = handler(scheduledEvent, lambdaContext("outbox-purge", 5_000));
