@@ -30,32 +30,22 @@ export function placesOf(setting: DestinationSetting, region: string): PlaceLimi
     setting.kind === "routes"
       ? [...setting.routes.map((route) => route.destination), ...(setting.fallback ? [setting.fallback] : [])]
       : [setting];
-  return targets.map((target) => {
-    switch (target.kind) {
-      case "sqs-fifo":
-      case "sqs":
-        return {
-          kind: target.kind,
-          maxMessageBytes: target.maxMessageBytes,
-          name: `${target.kind}:${target.queueUrl}`,
-        };
-      case "sns-fifo":
-      case "sns":
-        return {
-          kind: target.kind,
-          maxMessageBytes: target.maxMessageBytes,
-          name: `${target.kind}:${target.topicArn}`,
-        };
-      case "kinesis":
-        return { kind: target.kind, maxMessageBytes: KINESIS_MAX_RECORD_BYTES, name: "kinesis" };
-      case "eventbridge":
-        return {
-          kind: target.kind,
-          maxMessageBytes: eventBridgeMaxRequestBytes(target.eventBusName, region),
-          name: `eventbridge:${target.eventBusName}`,
-        };
-    }
-  });
+  return targets.map((target) => placeOf(target, region));
+}
+
+function placeOf(target: TargetSetting, region: string): PlaceLimit {
+  if (target.kind === "kinesis") {
+    return { kind: target.kind, maxMessageBytes: KINESIS_MAX_RECORD_BYTES, name: "kinesis" };
+  }
+  if (target.kind === "eventbridge") {
+    return {
+      kind: target.kind,
+      maxMessageBytes: eventBridgeMaxRequestBytes(target.eventBusName, region),
+      name: `eventbridge:${target.eventBusName}`,
+    };
+  }
+  const address = "queueUrl" in target ? target.queueUrl : target.topicArn;
+  return { kind: target.kind, maxMessageBytes: target.maxMessageBytes, name: `${target.kind}:${address}` };
 }
 
 /** Writes the limits row the write API reads: the tightest destination, the claim check on. */
