@@ -23,6 +23,7 @@ import {
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { type FakeSqs, startFakeSqs } from "../../cli/dev/aws/fakeSqs.ts";
 import { LOCAL_AWS } from "../../local/backends/awsEndpoint.ts";
+import { seededRandom } from "../support/seededRandom.ts";
 import { createFifoQueue, sqsClient } from "../support/sqs.ts";
 
 let fake: FakeSqs;
@@ -255,7 +256,7 @@ describe("fake SQS speaks the JSON protocol to the real SDK", () => {
       await sqs.send(new SendMessageBatchCommand({ QueueUrl: queue.url, Entries: entries }));
     }
 
-    const random = seeded(42);
+    const random = seededRandom(42);
     const groupOf = (m: Message) => m.Attributes?.MessageGroupId ?? "";
     const deletedOrder = new Map(groups.map((g) => [g, [] as string[]]));
     let held: Message[] = [];
@@ -585,18 +586,6 @@ describe("fake SQS fault injection, observed through the SDK", () => {
     expect((await send()).Successful).toHaveLength(1);
   });
 });
-
-/** mulberry32: a small seeded PRNG, so a failing random schedule can be replayed. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** MD5OfMessageAttributes per the SQS documentation, written independently of the fake. */
 function referenceAttributesMd5(attributes: Record<string, MessageAttributeValue>): string {

@@ -10,10 +10,10 @@ import {
   type Invocation,
   kill,
   scaledDwellMs,
-  seededRandom,
   startInvocation,
   steadyProducer,
 } from "../support/handover.ts";
+import { seededRandom } from "../support/seededRandom.ts";
 import { createFifoQueue, useFakeSqs } from "../support/sqs.ts";
 
 /**

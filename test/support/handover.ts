@@ -265,18 +265,6 @@ export function compareDeliveries(committed: readonly Committed[], deliveries: r
   };
 }
 
-/** A seeded PRNG (mulberry32), so a jittered schedule is the same on every run. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 /** Resolves at `at` (epoch ms): a scenario's point on its schedule, not a wait for some state. */
 export function at(time: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.max(0, time - Date.now())));
