@@ -158,7 +158,7 @@ describe("relay Lambda handler: an invocation that made no progress fails", () =
 
       await expect(invocation).rejects.toMatchObject({ name: "NoProgressError" });
       await expect(invocation).rejects.toThrow(
-        /publish attempt\(s\) failed and no event was published.*KmsDisabled/,
+        /publish attempt\(s\) failed and no event was published; last publish error: .*KmsDisabled/,
       );
     } finally {
       process.env.AWS_ENDPOINT_URL = inject("awsEndpoint");

@@ -57,3 +57,22 @@ describe("an invocation with failed rounds that published nothing", () => {
     expect(noProgressError(stalled, undefined)?.name).toBe("NoProgressError");
   });
 });
+
+describe("an invocation whose rounds and publishes both failed", () => {
+  it("names the publish error too, so a timed-out round does not hide a disabled KMS key", () => {
+    const both: RelaySummary = {
+      ...stalled,
+      claimed: 2,
+      failed: 2,
+      lastError: "error: canceling statement due to statement timeout",
+      lastPublishError: "KmsDisabled: key disabled",
+    };
+
+    const error = noProgressError(both, true);
+
+    expect(error?.message).toMatch(/3 round\(s\) failed .*statement timeout/);
+    expect(error?.message).toMatch(
+      /2 publish attempt\(s\) failed and no event was published; last publish error: KmsDisabled/,
+    );
+  });
+});

@@ -223,19 +223,22 @@ export function noProgressError(summary: RelaySummary, pending?: boolean) {
       `relay made no progress: all ${summary.failedRounds} round(s) failed; last error: ${summary.lastError}`,
     );
   }
+  // Both causes are named when both happened: a round that timed out under load must not hide the publish
+  // error (KMS key disabled, SendMessage denied) that the operator has to fix.
+  const stuck = summary.failed - summary.deadLettered;
+  const publishCause =
+    stuck > 0
+      ? `${stuck} publish attempt(s) failed and no event was published; ` +
+        `last publish error: ${summary.lastPublishError ?? summary.lastError ?? "unknown"}`
+      : undefined;
   if (summary.failedRounds > 0 && pending !== false) {
     return new NoProgressError(
       `relay made no progress: ${summary.failedRounds} round(s) failed and the other ${summary.rounds} ` +
-        `published nothing while events were pending; last error: ${summary.lastError}`,
+        `published nothing while events were pending; last error: ${summary.lastError}` +
+        (publishCause === undefined ? "" : `; ${publishCause}`),
     );
   }
-  const stuck = summary.failed - summary.deadLettered;
-  if (stuck > 0) {
-    return new NoProgressError(
-      `relay made no progress: ${stuck} publish attempt(s) failed and no event was published; ` +
-        `last error: ${summary.lastPublishError ?? summary.lastError ?? "unknown"}`,
-    );
-  }
+  if (publishCause !== undefined) return new NoProgressError(`relay made no progress: ${publishCause}`);
   return undefined;
 }
 
