@@ -6,11 +6,12 @@
 import { queryTimeoutFor } from "../functions/shared/db/connection.ts";
 import { createDestination } from "../functions/shared/destinations/create.ts";
 import { ConfigError, errorMessage } from "../functions/shared/outbox/errors.ts";
-import { type RelaySummary, roundReserveMs } from "../functions/shared/relay/engine.ts";
+import type { RelaySummary } from "../functions/shared/relay/engine.ts";
 import {
   destinationCheckOnce,
   destinationClientOptions,
   longestStatementMs,
+  minimumInvocationMs,
   relayInvocation,
   relaySessions,
 } from "../functions/shared/relay/invocation.ts";
@@ -57,9 +58,10 @@ export async function relayLoop(config: RelayConfig, options: LoopOptions): Prom
     ...destinationClientOptions(config),
     ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
   });
-  // The Lambda refuses a timeout that cannot fit one round (invocationDeadline); a process must too, or it would
-  // start invocation after invocation that each end at once (the claim check's load allowance is tens of seconds).
-  const reserveMs = roundReserveMs(config.relay, destination.maxMessageBytes) + config.budgetMarginMs;
+  // The Lambda refuses a timeout that cannot fit one round (invocationDeadline); a process must too, by the same
+  // rule, or it would start invocation after invocation that each end at once (the claim check's load allowance
+  // is tens of seconds).
+  const reserveMs = minimumInvocationMs(config, destination.maxMessageBytes);
   if (Math.min(options.invocationMs, config.maxDurationMs ?? Number.POSITIVE_INFINITY) < reserveMs) {
     destroy();
     throw new ConfigError(

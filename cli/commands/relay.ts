@@ -1,7 +1,6 @@
 import { Command, Option } from "commander";
 import { DESTINATION_SETTINGS } from "../../functions/shared/destinations/setting.ts";
 import { isQueueUrl } from "../../functions/shared/destinations/sqs/queueUrl.ts";
-import { roundReserveMs } from "../../functions/shared/relay/engine.ts";
 import {
   RELAY_SETTINGS,
   type RelayConfig,
@@ -91,14 +90,6 @@ export function relayCommand(): Command {
           : env.AWS_ENDPOINT_URL_SQS) ??
         env.AWS_ENDPOINT_URL;
       const invocationMs = flags.invocationSeconds * 1000;
-      const reserveMs = roundReserveMs(config.relay);
-      if (invocationMs < reserveMs + 5_000) {
-        throw new CliError(
-          `--invocation-seconds ${flags.invocationSeconds} leaves no time for a round: one round reserves ` +
-            `${reserveMs} ms (${R.publishTimeoutMs.env} + 3 x ${R.statementTimeoutMs.env})`,
-          EXIT_USAGE,
-        );
-      }
       const logger = createLogger(flags.logFormat ?? defaultLogFormat());
       const totals = await relayLoop(config, { endpoint, invocationMs, logger });
       if (flags.json) printJson(totals);

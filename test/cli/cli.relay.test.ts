@@ -283,6 +283,32 @@ describe("outbox relay --event-bus", () => {
     );
   });
 
+  it("holds --invocation-seconds to the Lambda's own rule: a round's reserve plus RELAY_BUDGET_MARGIN_MS", async () => {
+    // A round reserves 35 s here (20 s publish + 3 x 5 s statement timeouts); with a 1 s margin a Lambda accepts a
+    // 36 s timeout, while the command used to refuse anything under reserve + 5 s.
+    const queueUrl = await createFifoQueue(sqs, "cli-short");
+    await db.pool.query("delete from outbox_events where processed_at is null");
+    const [event] = await enqueueCommitted(db.pool, [anEvent({ aggregateId: "order-short" })]);
+    const env = {
+      AWS_ENDPOINT_URL: inject("awsEndpoint"),
+      OUTBOX_QUEUE_URL: queueUrl,
+      RELAY_PUBLISH_TIMEOUT_MS: "20000",
+      RELAY_BUDGET_MARGIN_MS: "1000",
+    };
+
+    const short = await outbox(["relay", "--drain", "--json", "--invocation-seconds", "37"], env);
+    const tooShort = await outbox(["relay", "--drain", "--invocation-seconds", "35"], env);
+
+    expect(short.stderr).not.toMatch(/error/i);
+    expect(JSON.parse(short.stdout)).toMatchObject({ published: 1, stoppedBy: "drained" });
+    const [message] = await receiveAll(sqs, queueUrl, 1);
+    expect(message?.MessageAttributes?.outboxId?.StringValue).toBe(event?.id);
+    expect(tooShort.code).not.toBe(0);
+    expect(tooShort.stderr).toMatch(
+      /an invocation of 35000 ms cannot fit one round, which reserves 36000 ms/,
+    );
+  });
+
   it("refuses a queue and a bus at once, and neither, naming both settings", async () => {
     const both = await outbox(["relay", "--drain", "--event-bus", "orders"], {
       OUTBOX_QUEUE_URL: "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo",

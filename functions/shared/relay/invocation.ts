@@ -144,6 +144,14 @@ export class NoProgressError extends OutboxError {
 }
 
 /**
+ * The shortest invocation that fits one round: its reserve (with the claim check's load allowance) plus
+ * RELAY_BUDGET_MARGIN_MS. The Lambda's timeout and a relay process's invocation are held to the same rule.
+ */
+export function minimumInvocationMs(config: RelayConfig, maxMessageBytes = 0): number {
+  return roundReserveMs(config.relay, maxMessageBytes) + config.budgetMarginMs;
+}
+
+/**
  * When one invocation must stop: the Lambda deadline minus RELAY_BUDGET_MARGIN_MS, capped by
  * RELAY_MAX_DURATION_MS. A round starts only if roundReserveMs fits before it, so a budget below that would
  * return `rounds: 0` forever, quietly: it throws a ConfigError naming the settings and the minimum instead.
@@ -162,7 +170,7 @@ export function invocationDeadline(
     config.maxDurationMs ?? Number.POSITIVE_INFINITY,
   );
   if (budget < reserve) {
-    const minimumTimeoutS = Math.ceil((reserve + config.budgetMarginMs) / 1000);
+    const minimumTimeoutS = Math.ceil(minimumInvocationMs(config, maxMessageBytes) / 1000);
     throw new ConfigError(
       `the invocation's time budget (${budget} ms: ${remainingMs} ms left of the Lambda timeout minus ` +
         `RELAY_BUDGET_MARGIN_MS=${config.budgetMarginMs}` +
