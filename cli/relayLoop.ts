@@ -61,13 +61,14 @@ export async function relayLoop(config: RelayConfig, options: LoopOptions): Prom
   // The Lambda refuses a timeout that cannot fit one round (invocationDeadline); a process must too, by the same
   // rule, or it would start invocation after invocation that each end at once (the claim check's load allowance
   // is tens of seconds).
-  const reserveMs = minimumInvocationMs(config, destination.maxMessageBytes);
-  if (Math.min(options.invocationMs, config.maxDurationMs ?? Number.POSITIVE_INFINITY) < reserveMs) {
+  const minimumMs = minimumInvocationMs(config, destination.maxMessageBytes);
+  const budgetMs = Math.min(options.invocationMs, config.maxDurationMs ?? Number.POSITIVE_INFINITY);
+  if (budgetMs < minimumMs) {
     destroy();
     throw new ConfigError(
       `an invocation of ${options.invocationMs} ms${config.maxDurationMs === undefined ? "" : ` (RELAY_MAX_DURATION_MS=${config.maxDurationMs})`} ` +
-        `cannot fit one round, which reserves ${reserveMs} ms with RELAY_BUDGET_MARGIN_MS` +
-        `${config.claimCheck === undefined ? "" : " and the claim check's load allowance"}: give it at least ${Math.ceil(reserveMs / 1000)} s`,
+        `cannot fit one round, which reserves ${minimumMs} ms with RELAY_BUDGET_MARGIN_MS` +
+        `${config.claimCheck === undefined ? "" : " and the claim check's load allowance"}: give it at least ${Math.ceil(minimumMs / 1000)} s`,
     );
   }
   const database = await openOutboxDatabase(
@@ -108,8 +109,7 @@ export async function relayLoop(config: RelayConfig, options: LoopOptions): Prom
     options.onStarted?.();
     while (!controller.signal.aborted) {
       const started = Date.now();
-      const deadline =
-        started + Math.min(options.invocationMs, config.maxDurationMs ?? Number.POSITIVE_INFINITY);
+      const deadline = started + budgetMs;
       const { noProgress, ...summary } = await checkOnce(
         deadline,
         (signal) =>
