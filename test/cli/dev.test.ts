@@ -105,7 +105,8 @@ describe("outbox dev runs the consumer for each destination kind", () => {
         if (ORDERED.includes(kind)) expect(ns).toEqual([1, 2, 3]);
         else expect([...ns].sort()).toEqual([1, 2, 3]);
       }
-      expect(dev.output()).toMatch(/handled\s+order\.placed order-1/);
+      // The handler's row commits before the dev process prints its line: wait for the line, not the row.
+      await dev.waitFor(/handled\s+order\.placed order-1/, 10_000);
       expect(await dev.stop()).toEqual({ code: 0, signal: null });
     },
   );
@@ -172,8 +173,8 @@ describe("outbox dev runs the consumer for each destination kind", () => {
     await writeOrders();
     await vi.waitFor(async () => expect(await appliedCount()).toBe(6), { timeout: 30_000, interval: 200 });
     expect(await applied()).toEqual({ "order-1": [1, 2, 3], "order-2": [1, 2, 3] });
-    expect(dev.output()).toMatch(/\(orders\.fifo\)/);
-    expect(dev.output()).toMatch(/handled\s+order\.placed order-2\s+\(orders\)/);
+    await dev.waitFor(/\(orders\.fifo\)/, 10_000);
+    await dev.waitFor(/handled\s+order\.placed order-2\s+\(orders\)/, 10_000);
     expect(await dev.stop()).toEqual({ code: 0, signal: null });
   });
 });
